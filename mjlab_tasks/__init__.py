@@ -1,0 +1,1 @@
+"""Task registrations (placeholder until tasks exist)."""

@@ -1,0 +1,68 @@
+"""Observation terms shared by the suite's tasks (pure functions of env)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+from mjlab.managers.scene_entity_config import SceneEntityCfg
+from mjlab.utils.lab_api.math import quat_from_matrix
+
+if TYPE_CHECKING:
+  from mjlab.envs import ManagerBasedRlEnv
+
+
+def site_pose_w(env: ManagerBasedRlEnv, asset_cfg: SceneEntityCfg) -> torch.Tensor:
+  """Position and quaternion (w, x, y, z) of one site relative to the env origin.
+
+  Returns:
+    [num_envs, 7]
+  """
+  entity = env.scene[asset_cfg.name]
+  site_id = entity.indexing.site_ids[asset_cfg.site_ids][0]
+  pos = env.sim.data.site_xpos[:, site_id] - env.scene.env_origins
+  quat = quat_from_matrix(env.sim.data.site_xmat[:, site_id].reshape(-1, 3, 3))
+  return torch.cat([pos, quat], dim=-1)
+
+
+def tendon_length(env: ManagerBasedRlEnv, asset_cfg: SceneEntityCfg) -> torch.Tensor:
+  """Lengths of the selected tendons (the RG2 opening is normalized to -1..+1).
+
+  Returns:
+    [num_envs, n_tendons]
+  """
+  entity = env.scene[asset_cfg.name]
+  return entity.data.tendon_len[:, asset_cfg.tendon_ids]
+
+
+def root_pose(env: ManagerBasedRlEnv, asset_cfg: SceneEntityCfg) -> torch.Tensor:
+  """Root position (relative to the env origin) and quaternion of an entity.
+
+  Returns:
+    [num_envs, 7]
+  """
+  entity = env.scene[asset_cfg.name]
+  pose = entity.data.root_link_pose_w.clone()
+  pose[:, :3] -= env.scene.env_origins
+  return pose
+
+
+def wrist_force(env: ManagerBasedRlEnv, sensor_name: str = "wrist_force") -> torch.Tensor:
+  """Net contact force acting on the hand, world frame, gravity excluded.
+
+  MuJoCo's contact sensor reports the force the primary (the hand) exerts on
+  the rest of the world; the wrist sensor reads its reaction.
+
+  Returns:
+    [num_envs, 3]
+  """
+  return -env.scene.sensors[sensor_name].data.force.reshape(env.num_envs, 3)
+
+
+def wrist_torque(env: ManagerBasedRlEnv, sensor_name: str = "wrist_force") -> torch.Tensor:
+  """Net contact torque acting on the hand, world frame (see ``wrist_force``).
+
+  Returns:
+    [num_envs, 3]
+  """
+  return -env.scene.sensors[sensor_name].data.torque.reshape(env.num_envs, 3)
