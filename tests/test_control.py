@@ -13,8 +13,8 @@ import torch
 from mjlab.envs import ManagerBasedRlEnv
 
 from mjlab_tasks.common.actions import limit_joint_step
-from mjlab_tasks.common.mdp import wrist_force
 from mjlab_tasks.common.kinematics import ArmKinematics, tool_down_rotation
+from mjlab_tasks.common.mdp import wrist_force
 from mjlab_tasks.common.scene import ROBOT, cube_entity_cfg, make_robot_env_cfg
 
 NUM_ENVS = 2

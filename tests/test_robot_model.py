@@ -67,7 +67,9 @@ def test_forward_kinematics_matches_numpy_dh(model):
     mujoco.mj_kinematics(model, data)
     ref = numpy_dh_flange(q)
     np.testing.assert_allclose(data.site_xpos[flange], ref[:3, 3], atol=1e-5)
-    np.testing.assert_allclose(data.site_xmat[flange].reshape(3, 3), ref[:3, :3], atol=1e-6)
+    np.testing.assert_allclose(
+      data.site_xmat[flange].reshape(3, 3), ref[:3, :3], atol=1e-6
+    )
     ref_tcp = ref[:3, :3] @ tcp_in_flange + ref[:3, 3]
     np.testing.assert_allclose(data.site_xpos[tcp], ref_tcp, atol=1e-5)
 
@@ -174,4 +176,6 @@ def test_entity_cfg_builds_with_and_without_camera():
     gripper = model.actuator("rg2_opening")
     assert gripper.gainprm[0] == 12.0 and gripper.biasprm[2] == -0.4
     np.testing.assert_allclose(gripper.forcerange, [-3, 3])
-    assert ("wrist_d415" in [model.camera(i).name for i in range(model.ncam)]) == with_camera
+    assert (
+      "wrist_d415" in [model.camera(i).name for i in range(model.ncam)]
+    ) == with_camera

@@ -69,9 +69,9 @@ class _ArmActionBase(ActionTerm):
     self.limited_dq = torch.zeros(self.num_envs, n, device=self.device)
 
   def _joint_pos(self) -> torch.Tensor:
-    return self._env.sim.data.qpos[:, self._entity.indexing.joint_q_adr[
-      self._joint_local_ids
-    ]]
+    return self._env.sim.data.qpos[
+      :, self._entity.indexing.joint_q_adr[self._joint_local_ids]
+    ]
 
   def _apply_joint_step(self, dq: torch.Tensor) -> None:
     self.unlimited_dq[:] = dq

@@ -47,8 +47,12 @@ class ArmKinematics:
     self._site = self.model.site(TCP_SITE_NAME).id
     self._dofs = np.array([self.model.joint(n).dofadr[0] for n in ARM_JOINT_NAMES])
     self._qadr = np.array([self.model.joint(n).qposadr[0] for n in ARM_JOINT_NAMES])
-    self._lo = self.model.jnt_range[[self.model.joint(n).id for n in ARM_JOINT_NAMES], 0]
-    self._hi = self.model.jnt_range[[self.model.joint(n).id for n in ARM_JOINT_NAMES], 1]
+    self._lo = self.model.jnt_range[
+      [self.model.joint(n).id for n in ARM_JOINT_NAMES], 0
+    ]
+    self._hi = self.model.jnt_range[
+      [self.model.joint(n).id for n in ARM_JOINT_NAMES], 1
+    ]
 
   def tool_pose(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Tool site position [3] and rotation matrix [3, 3] at arm joints ``q``."""
@@ -90,7 +94,9 @@ class ArmKinematics:
       err = np.concatenate([e_pos, e_rot])
       dq = jac.T @ np.linalg.solve(jac @ jac.T + damping**2 * np.eye(6), err)
       q = np.clip(q + dq, self._lo, self._hi)
-    return IkResult(q, pos_err, rot_err, pos_err < pos_tol * 10 and rot_err < rot_tol * 10)
+    return IkResult(
+      q, pos_err, rot_err, pos_err < pos_tol * 10 and rot_err < rot_tol * 10
+    )
 
 
 def tool_down_rotation(yaw: float = 0.0) -> np.ndarray:

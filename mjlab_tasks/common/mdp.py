@@ -47,7 +47,9 @@ def root_pose(env: ManagerBasedRlEnv, asset_cfg: SceneEntityCfg) -> torch.Tensor
   return pose
 
 
-def wrist_force(env: ManagerBasedRlEnv, sensor_name: str = "wrist_force") -> torch.Tensor:
+def wrist_force(
+  env: ManagerBasedRlEnv, sensor_name: str = "wrist_force"
+) -> torch.Tensor:
   """Net contact force acting on the hand, world frame, gravity excluded.
 
   MuJoCo's contact sensor reports the force the primary (the hand) exerts on
@@ -59,7 +61,9 @@ def wrist_force(env: ManagerBasedRlEnv, sensor_name: str = "wrist_force") -> tor
   return -env.scene.sensors[sensor_name].data.force.reshape(env.num_envs, 3)
 
 
-def wrist_torque(env: ManagerBasedRlEnv, sensor_name: str = "wrist_force") -> torch.Tensor:
+def wrist_torque(
+  env: ManagerBasedRlEnv, sensor_name: str = "wrist_force"
+) -> torch.Tensor:
   """Net contact torque acting on the hand, world frame (see ``wrist_force``).
 
   Returns:
