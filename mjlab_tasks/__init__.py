@@ -1,1 +1,7 @@
-"""Task registrations (placeholder until tasks exist)."""
+"""The suite's mjlab tasks. Importing this package registers every task.
+
+mjlab imports it through the ``mjlab.tasks`` entry point, so ``list-envs``,
+``train`` and ``play`` see the tasks with no extra import.
+"""
+
+from mjlab_tasks import cube_tray  # noqa: F401  (registers CubeTray-UR5-RG2)

@@ -227,17 +227,8 @@ def _add_gripper(flange) -> mujoco.MjsBody:
   hand.inertia = _cylinder_inertia(hand.mass, 0.035, 0.14, 2)
   hand.add_site(name="wrist_ft", pos=[0, 0, 0], size=[0.005, 0, 0])
   hand.add_site(name=TCP_SITE_NAME, pos=[0, 0, RG2_TCP_OFFSET], size=[0.004, 0, 0])
-  hand.add_geom(
-    name="rg2_coupling",
-    type=mujoco.mjtGeom.mjGEOM_CYLINDER,
-    pos=[0, 0, 0.0075],
-    size=[0.0375, 0.0075, 0],
-    rgba=dark,
-    group=GROUP_ROBOT,
-    contype=ROBOT_CONTYPE,
-    conaffinity=ROBOT_CONAFFINITY,
-  )
   robot = dict(group=GROUP_ROBOT, contype=ROBOT_CONTYPE, conaffinity=ROBOT_CONAFFINITY)
+  _box(hand, "rg2_coupling", (0, 0, 0.0075), (0.0375, 0.0375, 0.0075), dark, **robot)
   _box(hand, "rg2_housing", (0, 0, 0.075), (0.03, 0.022, 0.06), dark, **robot)
   pad_z = RG2_TCP_OFFSET
   px, py, pz = RG2_PAD_HALF
@@ -362,12 +353,14 @@ def build_ur5_rg2_spec(with_camera: bool = False) -> mujoco.MjSpec:
   base.mass = UR5_BASE_MASS
   base.ipos = [0, 0, 0.03]
   base.inertia = _cylinder_inertia(UR5_BASE_MASS, 0.075, 0.06, 2)
-  base.add_geom(
-    name="base_collision",
-    type=mujoco.mjtGeom.mjGEOM_CYLINDER,
-    pos=[0, 0, 0.03],
-    size=[0.075, 0.03, 0],
-    rgba=[0.7, 0.7, 0.72, 1],
+  # Boxes rather than cylinders: MuJoCo Warp has no multi-contact CCD for
+  # cylinder-box pairs, and boxes are cheap everywhere.
+  _box(
+    base,
+    "base_collision",
+    (0, 0, 0.03),
+    (0.075, 0.075, 0.03),
+    [0.7, 0.7, 0.72, 1],
     group=GROUP_ROBOT,
     contype=ROBOT_CONTYPE,
     conaffinity=ROBOT_CONAFFINITY,

@@ -1,0 +1,216 @@
+"""Cube-in-tray evaluator (seed 000): batched, strict, with a reason per env.
+
+Pure torch on simulated state and contact readings, all environments at
+once. It never reads a controller's internal state, so it scores any expert
+or policy the same way. Conditions, per environment and per step:
+
+- validity: finite state and a proper rotation, else ``indeterminate``;
+- containment: ``extent = |R| @ [h, h, h]``; every
+  ``|p_xy - tray_xy| + extent_xy <= inner_half`` (tray aligned with world X/Y);
+- support: tray-floor contact normal force > 0.01 N reported by the simulator
+  AND cube bottom within 2 mm of the floor (height alone never counts);
+- release: no contact between the cube and any robot body;
+- speed: linear <= 0.01 m/s and angular <= 0.1 rad/s;
+- settling: all of the above held for 0.5 s of continuous simulated time; any
+  break restarts the clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+import torch
+
+
+class Outcome(IntEnum):
+  IN_PROGRESS = 0
+  SUCCESS = 1
+  INDETERMINATE = 2
+
+
+class Reason(IntEnum):
+  """Why an environment is not (yet) a success. Checked in this order."""
+
+  NONE = 0
+  INDETERMINATE = 1
+  ROBOT_CONTACT = 2
+  CONTAINMENT = 3
+  SUPPORT = 4
+  MOVEMENT = 5
+  SETTLING = 6
+
+
+REASON_NAMES = {r: r.name.lower() for r in Reason}
+OUTCOME_NAMES = {o: o.name.lower() for o in Outcome}
+
+
+@dataclass(frozen=True)
+class CubeTrayThresholds:
+  half_size: float = 0.02
+  """Cube half edge [m] (40 mm cube)."""
+  inner_half: float = 0.05
+  """Half of the tray's inner footprint [m] (100 x 100 mm)."""
+  min_support_force: float = 0.01
+  """Tray-floor contact normal force that counts as support [N]."""
+  max_floor_gap: float = 0.002
+  """Largest distance of the cube bottom from the floor top [m]."""
+  max_lin_speed: float = 0.01
+  max_ang_speed: float = 0.1
+  settle_time: float = 0.5
+  """Continuous simulated time all conditions must hold [s]."""
+  rotation_tol: float = 1e-3
+  """Tolerance of the orthonormality and determinant checks."""
+
+
+@dataclass
+class CubeTrayState:
+  """Simulated state the verdict depends on; every field is batched [B, ...]."""
+
+  cube_pos_w: torch.Tensor  # [B, 3]
+  cube_rot_w: torch.Tensor  # [B, 3, 3]
+  cube_lin_vel_w: torch.Tensor  # [B, 3]
+  cube_ang_vel_w: torch.Tensor  # [B, 3]
+  tray_pos_w: torch.Tensor  # [B, 3] tray centre (x, y used)
+  tray_floor_z: torch.Tensor  # [B] height of the tray floor's top surface
+  floor_normal_force: torch.Tensor  # [B] cube/tray-floor contact normal force
+  robot_contact: torch.Tensor  # [B] bool: cube touches any robot body
+
+
+def is_contained(
+  cube_pos_w: torch.Tensor,
+  cube_rot_w: torch.Tensor,
+  tray_pos_w: torch.Tensor,
+  half_size: float = 0.02,
+  inner_half: float = 0.05,
+) -> torch.Tensor:
+  """Whether the whole cube lies within the tray's footprint (seed 000).
+
+  Args:
+    cube_pos_w: Cube centres [B, 3].
+    cube_rot_w: Cube rotations (world from cube) [B, 3, 3].
+    tray_pos_w: Tray centres [B, 3]; the tray is aligned with world X/Y.
+    half_size: Cube half edge [m].
+    inner_half: Half of the tray's inner footprint [m].
+
+  Returns:
+    bool [B]
+  """
+  half = torch.full((3,), half_size, dtype=cube_rot_w.dtype, device=cube_rot_w.device)
+  extent = cube_rot_w.abs() @ half  # [B, 3]
+  offset = (cube_pos_w[..., :2] - tray_pos_w[..., :2]).abs()
+  return torch.all(offset + extent[..., :2] <= inner_half, dim=-1)
+
+
+def is_proper_rotation(rot: torch.Tensor, tol: float = 1e-3) -> torch.Tensor:
+  """Finite, orthonormal and right-handed rotation matrices [B, 3, 3] -> [B]."""
+  finite = torch.isfinite(rot).flatten(1).all(dim=-1)
+  safe = torch.where(
+    finite[:, None, None], rot, torch.eye(3, dtype=rot.dtype, device=rot.device)
+  )
+  eye = torch.eye(3, dtype=rot.dtype, device=rot.device)
+  ortho = (safe.transpose(-1, -2) @ safe - eye).abs().flatten(1).amax(dim=-1) <= tol
+  det = (torch.linalg.det(safe) - 1.0).abs() <= tol
+  return finite & ortho & det
+
+
+def evaluate_conditions(
+  state: CubeTrayState, th: CubeTrayThresholds = CubeTrayThresholds()
+) -> dict[str, torch.Tensor]:
+  """Instantaneous conditions, ManiSkill ``evaluate()`` style: bool [B] each.
+
+  ``placed`` is the conjunction of every condition except settling, and
+  ``reason`` [B] (int) names the first failing condition (``Reason``).
+  """
+  vectors = (
+    state.cube_pos_w,
+    state.cube_lin_vel_w,
+    state.cube_ang_vel_w,
+    state.tray_pos_w,
+  )
+  finite = torch.stack(
+    [torch.isfinite(v).all(dim=-1) for v in vectors]
+    + [torch.isfinite(state.tray_floor_z), torch.isfinite(state.floor_normal_force)]
+  ).all(dim=0)
+  valid = finite & is_proper_rotation(state.cube_rot_w, th.rotation_tol)
+  rot = torch.where(
+    valid[:, None, None], state.cube_rot_w, torch.zeros_like(state.cube_rot_w)
+  )
+  contained = valid & is_contained(
+    state.cube_pos_w, rot, state.tray_pos_w, th.half_size, th.inner_half
+  )
+  half = torch.full((3,), th.half_size, dtype=rot.dtype, device=rot.device)
+  bottom_z = state.cube_pos_w[:, 2] - (rot.abs() @ half)[:, 2]
+  near_floor = (bottom_z - state.tray_floor_z).abs() <= th.max_floor_gap
+  supported = valid & near_floor & (state.floor_normal_force > th.min_support_force)
+  released = valid & ~state.robot_contact
+  slow = (
+    valid
+    & (torch.linalg.vector_norm(state.cube_lin_vel_w, dim=-1) <= th.max_lin_speed)
+    & (torch.linalg.vector_norm(state.cube_ang_vel_w, dim=-1) <= th.max_ang_speed)
+  )
+  placed = valid & released & contained & supported & slow
+  reason = torch.full_like(state.tray_floor_z, int(Reason.NONE), dtype=torch.long)
+  # Assign in reverse priority so the first failing condition wins.
+  reason[~slow] = int(Reason.MOVEMENT)
+  reason[~supported] = int(Reason.SUPPORT)
+  reason[~contained] = int(Reason.CONTAINMENT)
+  reason[~released] = int(Reason.ROBOT_CONTACT)
+  reason[~valid] = int(Reason.INDETERMINATE)
+  return {
+    "valid": valid,
+    "contained": contained,
+    "supported": supported,
+    "released": released,
+    "slow": slow,
+    "placed": placed,
+    "reason": reason,
+  }
+
+
+class CubeTrayEvaluator:
+  """Stateful verdict: instantaneous conditions plus the settling clock.
+
+  Call ``update`` once per control step with the step's simulated duration.
+  """
+
+  def __init__(
+    self,
+    num_envs: int,
+    device: str | torch.device,
+    thresholds: CubeTrayThresholds = CubeTrayThresholds(),
+  ):
+    self.th = thresholds
+    self.settled_time = torch.zeros(num_envs, device=device)
+    self.verdict: dict[str, torch.Tensor] = {}
+
+  def reset(self, env_ids: torch.Tensor | slice | None = None) -> None:
+    self.settled_time[slice(None) if env_ids is None else env_ids] = 0.0
+
+  def update(self, state: CubeTrayState, dt: float) -> dict[str, torch.Tensor]:
+    """Advance the settling clock by ``dt`` and return the full verdict.
+
+    Adds to ``evaluate_conditions``: ``settled_time`` [B] (s), ``success``
+    [B] (bool) and ``outcome`` [B] (int, ``Outcome``); ``reason`` becomes
+    ``SETTLING`` for placed cubes whose clock has not yet reached the limit.
+    """
+    verdict = evaluate_conditions(state, self.th)
+    placed = verdict["placed"]
+    self.settled_time = torch.where(
+      placed, self.settled_time + dt, torch.zeros_like(self.settled_time)
+    )
+    # Tolerate float accumulation of dt (0.05 s x 10 may sum to 0.4999...).
+    success = placed & (self.settled_time >= self.th.settle_time - 1e-6)
+    reason = verdict["reason"].clone()
+    reason[placed & ~success] = int(Reason.SETTLING)
+    outcome = torch.full_like(reason, int(Outcome.IN_PROGRESS))
+    outcome[success] = int(Outcome.SUCCESS)
+    outcome[~verdict["valid"]] = int(Outcome.INDETERMINATE)
+    verdict.update(
+      settled_time=self.settled_time.clone(),
+      success=success,
+      outcome=outcome,
+      reason=reason,
+    )
+    self.verdict = verdict
+    return verdict

@@ -1,0 +1,62 @@
+"""Helpers every command-line tool shares: device, output folder, provenance."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from pathlib import Path
+
+import torch
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+SOURCE_DIRS = ("assets", "mjlab_tasks", "experts", "evaluators", "scripts")
+
+
+def resolve_device(device: str | None) -> str:
+  """``None`` means cuda:0 when CUDA is available, else cpu; CUDA must exist."""
+  if device is None:
+    return "cuda:0" if torch.cuda.is_available() else "cpu"
+  if device.startswith("cuda") and not torch.cuda.is_available():
+    raise SystemExit(f"error: --device {device} requested but CUDA is not available.")
+  return device
+
+
+def create_output_dir(path: Path) -> Path:
+  """Create a fresh output folder; refuse one that exists (never overwrite)."""
+  if path.exists():
+    raise SystemExit(f"error: output folder {path} already exists; choose a new one.")
+  path.mkdir(parents=True)
+  return path
+
+
+def source_snapshot(root: Path = PROJECT_ROOT) -> dict:
+  """Commit id (with a dirty flag) and a SHA-256 of every source file."""
+  files = sorted(
+    p
+    for d in SOURCE_DIRS
+    for p in (root / d).rglob("*")
+    if p.is_file()
+    and p.suffix in (".py", ".xml", ".toml")
+    and "__pycache__" not in p.parts
+  )
+  hashes = {
+    str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in files
+  }
+  combined = hashlib.sha256("".join(f"{k}:{v}\n" for k, v in hashes.items()).encode())
+
+  def git(*args: str) -> str | None:
+    try:
+      out = subprocess.run(
+        ["git", *args], cwd=root, capture_output=True, text=True, check=True, timeout=10
+      )
+      return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+      return None
+
+  status = git("status", "--porcelain")
+  return {
+    "commit": git("rev-parse", "HEAD"),
+    "dirty": None if status is None else bool(status),
+    "sources_sha256": combined.hexdigest(),
+    "files": hashes,
+  }

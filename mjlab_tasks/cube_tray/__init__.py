@@ -1,0 +1,15 @@
+"""Cube in tray: task registration."""
+
+from mjlab.tasks.registry import register_mjlab_task
+
+from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
+from mjlab_tasks.cube_tray.rl_cfg import cube_tray_ppo_runner_cfg
+
+TASK_ID = "CubeTray-UR5-RG2"
+
+register_mjlab_task(
+  task_id=TASK_ID,
+  env_cfg=cube_tray_env_cfg(),
+  play_env_cfg=cube_tray_env_cfg(play=True),
+  rl_cfg=cube_tray_ppo_runner_cfg(),
+)

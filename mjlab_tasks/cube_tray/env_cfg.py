@@ -1,0 +1,249 @@
+"""Cube in tray (seed 000): place a 40 mm cube wholly inside a 100 x 100 mm tray.
+
+Task description:
+  A UR5 + RG2 picks a 40 mm, 50 g cube from the table and puts it down inside
+  a tray whose inner footprint is 100 x 100 mm, aligned with world X/Y, then
+  lets go. Physics 1 kHz, policy 20 Hz.
+
+Randomizations (each reset):
+  - cube position x in [0.40, 0.55] m, y in [-0.25, -0.05] m, yaw in [-pi, pi);
+  - tray position x in [0.40, 0.55] m, y in [0.08, 0.25] m (yaw fixed: the
+    tray stays aligned with world X/Y, as the evaluator assumes).
+
+Success conditions (``evaluators/cube_tray.py``): the whole cube inside the
+footprint, supported by the tray floor (contact force > 0.01 N and bottom
+within 2 mm), released by the robot, slower than 0.01 m/s and 0.1 rad/s, all
+of it held for 0.5 s of continuous simulated time.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import mujoco
+from mjlab.entity import EntityCfg
+from mjlab.envs import ManagerBasedRlEnvCfg
+from mjlab.envs.mdp import events as mjlab_events
+from mjlab.envs.mdp import rewards as mjlab_rewards
+from mjlab.envs.mdp import terminations as mjlab_terms
+from mjlab.managers.event_manager import EventTermCfg
+from mjlab.managers.metrics_manager import MetricsTermCfg
+from mjlab.managers.observation_manager import ObservationGroupCfg, ObservationTermCfg
+from mjlab.managers.reward_manager import RewardTermCfg
+from mjlab.managers.scene_entity_config import SceneEntityCfg
+from mjlab.managers.termination_manager import TerminationTermCfg
+from mjlab.sensor import ContactMatch, ContactSensorCfg
+from mjlab.utils.noise import UniformNoiseCfg
+
+from assets.ur5_rg2 import TCP_SITE_NAME
+from mjlab_tasks.common import mdp as common_mdp
+from mjlab_tasks.common.scene import (
+  ROBOT,
+  cube_entity_cfg,
+  make_robot_env_cfg,
+  robot_observations,
+)
+from mjlab_tasks.cube_tray import mdp
+from mjlab_tasks.cube_tray.mdp import SUCCESS_TERM, CubeTrayNames
+
+CUBE_HALF = 0.02
+CUBE_MASS = 0.05
+TRAY_INNER_HALF = 0.05
+TRAY_WALL = 0.005
+TRAY_WALL_HEIGHT = 0.03
+TRAY_FLOOR = 0.005  # Floor thickness; its top is TRAY_FLOOR above the tray origin.
+
+# Nominal (play / reference) placements and the randomization ranges.
+CUBE_NOMINAL = (0.45, -0.15)
+TRAY_NOMINAL = (0.45, 0.15)
+CUBE_RANGE = {"x": (0.40, 0.55), "y": (-0.25, -0.05), "yaw": (-3.14159, 3.14159)}
+TRAY_RANGE = {"x": (0.40, 0.55), "y": (0.08, 0.25)}
+
+
+def tray_spec() -> mujoco.MjSpec:
+  """Tray: floor plus four walls, inner footprint 2 * TRAY_INNER_HALF square."""
+  spec = mujoco.MjSpec()
+  body = spec.worldbody.add_body(name="tray")
+  outer = TRAY_INNER_HALF + TRAY_WALL
+  rgba = [0.55, 0.45, 0.3, 1.0]
+  body.add_geom(
+    name="tray_floor",
+    type=mujoco.mjtGeom.mjGEOM_BOX,
+    size=[outer, outer, TRAY_FLOOR / 2],
+    pos=[0, 0, TRAY_FLOOR / 2],
+    rgba=rgba,
+  )
+  wall_z = TRAY_FLOOR + TRAY_WALL_HEIGHT / 2
+  centre = TRAY_INNER_HALF + TRAY_WALL / 2
+  for name, pos, size in (
+    ("tray_wall_px", (centre, 0, wall_z), (TRAY_WALL / 2, outer, TRAY_WALL_HEIGHT / 2)),
+    (
+      "tray_wall_nx",
+      (-centre, 0, wall_z),
+      (TRAY_WALL / 2, outer, TRAY_WALL_HEIGHT / 2),
+    ),
+    (
+      "tray_wall_py",
+      (0, centre, wall_z),
+      (TRAY_INNER_HALF, TRAY_WALL / 2, TRAY_WALL_HEIGHT / 2),
+    ),
+    (
+      "tray_wall_ny",
+      (0, -centre, wall_z),
+      (TRAY_INNER_HALF, TRAY_WALL / 2, TRAY_WALL_HEIGHT / 2),
+    ),
+  ):
+    body.add_geom(
+      name=name,
+      type=mujoco.mjtGeom.mjGEOM_BOX,
+      size=list(size),
+      pos=list(pos),
+      rgba=rgba,
+    )
+  return spec
+
+
+def cube_tray_env_cfg(
+  play: bool = False,
+  arm_action: Literal["cartesian", "joint"] = "cartesian",
+  randomize: bool = True,
+  num_envs: int = 1,
+) -> ManagerBasedRlEnvCfg:
+  """Cube-in-tray environment.
+
+  Args:
+    play: Evaluation variant: no observation noise, longer episodes.
+    arm_action: ``"cartesian"`` for policies, ``"joint"`` for joint-space experts.
+    randomize: Randomize cube and tray poses at reset (else the nominal case).
+    num_envs: Number of parallel environments.
+  """
+  names = CubeTrayNames(tray_floor_top=TRAY_FLOOR)
+  cfg = make_robot_env_cfg(
+    entities={
+      names.cube: cube_entity_cfg(
+        half_size=CUBE_HALF, mass=CUBE_MASS, pos=(*CUBE_NOMINAL, CUBE_HALF)
+      ),
+      names.tray: EntityCfg(
+        init_state=EntityCfg.InitialStateCfg(pos=(*TRAY_NOMINAL, 0.0)),
+        spec_fn=tray_spec,
+      ),
+    },
+    arm_action=arm_action,
+    num_envs=num_envs,
+    episode_length_s=20.0 if play else 12.0,
+  )
+  cfg.scene.sensors = (
+    *cfg.scene.sensors,
+    ContactSensorCfg(
+      name=names.floor_sensor,
+      primary=ContactMatch(mode="body", pattern="cube", entity=names.cube),
+      secondary=ContactMatch(mode="geom", pattern="tray_floor", entity=names.tray),
+      fields=("found", "force"),
+      reduce="netforce",
+    ),
+    ContactSensorCfg(
+      name=names.robot_sensor,
+      primary=ContactMatch(mode="body", pattern="cube", entity=names.cube),
+      secondary=ContactMatch(mode="subtree", pattern="base", entity=ROBOT),
+      fields=("found",),
+      reduce="none",
+    ),
+  )
+
+  cube_cfg = SceneEntityCfg(names.cube)
+  tray_cfg = SceneEntityCfg(names.tray)
+  noise = None if play else UniformNoiseCfg(n_min=-0.002, n_max=0.002)
+  actor = robot_observations()
+  actor["cube_pose"] = ObservationTermCfg(
+    func=common_mdp.root_pose, params={"asset_cfg": cube_cfg}, noise=noise
+  )
+  actor["tray_pose"] = ObservationTermCfg(
+    func=common_mdp.root_pose, params={"asset_cfg": tray_cfg}, noise=noise
+  )
+  critic = {
+    k: ObservationTermCfg(func=v.func, params=v.params) for k, v in actor.items()
+  }
+  critic["cube_velocity"] = ObservationTermCfg(
+    func=mdp.cube_velocity, params={"cube": names.cube}
+  )
+  cfg.observations = {
+    "actor": ObservationGroupCfg(actor, enable_corruption=not play),
+    "critic": ObservationGroupCfg(critic, enable_corruption=False),
+  }
+
+  if randomize:
+    cfg.events["randomize_cube"] = EventTermCfg(
+      func=mjlab_events.reset_root_state_uniform,
+      mode="reset",
+      params={
+        "pose_range": {
+          "x": (
+            CUBE_RANGE["x"][0] - CUBE_NOMINAL[0],
+            CUBE_RANGE["x"][1] - CUBE_NOMINAL[0],
+          ),
+          "y": (
+            CUBE_RANGE["y"][0] - CUBE_NOMINAL[1],
+            CUBE_RANGE["y"][1] - CUBE_NOMINAL[1],
+          ),
+          "yaw": CUBE_RANGE["yaw"],
+        },
+        "velocity_range": {},
+        "asset_cfg": cube_cfg,
+      },
+    )
+    cfg.events["randomize_tray"] = EventTermCfg(
+      func=mjlab_events.reset_root_state_uniform,
+      mode="reset",
+      params={
+        "pose_range": {
+          "x": (
+            TRAY_RANGE["x"][0] - TRAY_NOMINAL[0],
+            TRAY_RANGE["x"][1] - TRAY_NOMINAL[0],
+          ),
+          "y": (
+            TRAY_RANGE["y"][0] - TRAY_NOMINAL[1],
+            TRAY_RANGE["y"][1] - TRAY_NOMINAL[1],
+          ),
+        },
+        "asset_cfg": tray_cfg,
+      },
+    )
+
+  cfg.terminations = {
+    "time_out": TerminationTermCfg(func=mjlab_terms.time_out, time_out=True),
+    SUCCESS_TERM: TerminationTermCfg(func=mdp.CubeTraySuccess, params={"names": names}),
+    "nan": TerminationTermCfg(func=mjlab_terms.nan_detection),
+  }
+  cfg.rewards = {
+    "reach": RewardTermCfg(
+      func=mdp.reach_cube,
+      weight=1.0,
+      params={"tcp_site": TCP_SITE_NAME, "robot": ROBOT},
+    ),
+    "lift": RewardTermCfg(
+      func=mdp.cube_lifted, weight=1.0, params={"cube": names.cube}
+    ),
+    "transport": RewardTermCfg(func=mdp.cube_to_tray, weight=2.0),
+    "contained": RewardTermCfg(
+      func=mdp.verdict_flag, weight=2.0, params={"key": "contained"}
+    ),
+    "placed": RewardTermCfg(
+      func=mdp.verdict_flag, weight=4.0, params={"key": "placed"}
+    ),
+    "success": RewardTermCfg(
+      func=mdp.verdict_flag, weight=50.0, params={"key": "success"}
+    ),
+    "action_rate": RewardTermCfg(func=mjlab_rewards.action_rate_l2, weight=-0.01),
+  }
+  cfg.metrics = {
+    "success": MetricsTermCfg(
+      func=mdp.verdict_flag, params={"key": "success"}, reduce="max"
+    ),
+    "contained": MetricsTermCfg(
+      func=mdp.verdict_flag, params={"key": "contained"}, reduce="last"
+    ),
+    "released": MetricsTermCfg(
+      func=mdp.verdict_flag, params={"key": "released"}, reduce="last"
+    ),
+  }
+  return cfg

@@ -1,0 +1,187 @@
+"""Batch evaluation of the cube-in-tray reference expert.
+
+Runs the expert in ``--num-envs`` parallel environments until ``--episodes``
+episodes have ended (success or time-out), scoring each with the task's
+evaluator, and writes a report.
+
+  python scripts/evaluate_cube_tray.py --num-envs 4 --episodes 8 --output reports/ct_run
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import tyro
+from tqdm import tqdm
+
+
+@dataclass
+class Args:
+  num_envs: int = 4
+  """Number of parallel environments."""
+  episodes: int | None = None
+  """Episodes to score in total (default: one per environment)."""
+  max_steps: int = 240
+  """Episode limit in policy steps (20 Hz); a time-out is a failure."""
+  seed: int = 0
+  """Seed for resets (cube and tray placements)."""
+  nominal: bool = False
+  """Use the nominal placement (no randomization), as in the seed's case."""
+  device: str | None = None
+  """cpu or cuda:N (default: cuda:0 when available, else cpu)."""
+  output: Path | None = None
+  """Folder for report.json and videos; must not exist. Nothing written if unset."""
+  videos: int = 0
+  """Record mp4 videos of the first N environments (needs --output)."""
+
+
+def main(args: Args) -> int:
+  if args.num_envs < 1:
+    raise SystemExit("error: --num-envs must be at least 1.")
+  episodes = args.num_envs if args.episodes is None else args.episodes
+  if episodes < 1 or args.max_steps < 1:
+    raise SystemExit("error: --episodes and --max-steps must be at least 1.")
+  if not 0 <= args.videos <= args.num_envs:
+    raise SystemExit("error: --videos must be between 0 and --num-envs.")
+  if args.videos and args.output is None:
+    raise SystemExit("error: --videos needs --output.")
+
+  from mjlab_tasks.common.runtime import (
+    create_output_dir,
+    resolve_device,
+    source_snapshot,
+  )
+
+  device = resolve_device(args.device)
+  out_dir = create_output_dir(args.output) if args.output is not None else None
+
+  import warp as wp
+  from mjlab.envs import ManagerBasedRlEnv
+
+  from evaluators.cube_tray import OUTCOME_NAMES, REASON_NAMES, Outcome, Reason
+  from experts.cube_tray import CubeTrayExpert
+  from mjlab_tasks.common.video import PoseReplicaRecorder
+  from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
+  from mjlab_tasks.cube_tray.mdp import cube_tray_verdict
+
+  wp.config.quiet = True
+  cfg = cube_tray_env_cfg(
+    arm_action="joint", randomize=not args.nominal, num_envs=args.num_envs
+  )
+  cfg.seed = args.seed
+  cfg.episode_length_s = args.max_steps * cfg.decimation * cfg.sim.mujoco.timestep
+  env = ManagerBasedRlEnv(cfg, device=device)
+  env.reset()
+  expert = CubeTrayExpert(env)
+  expert.reset()
+  recorder = None
+  if args.videos:
+    recorder = PoseReplicaRecorder(
+      env.sim.mj_model, list(range(args.videos)), fps=1 / env.step_dt
+    )
+    recorder.capture(env.sim.data, env.scene.env_origins)
+
+  n = args.num_envs
+  steps_in_episode = torch.zeros(n, dtype=torch.long, device=device)
+  episode_index = torch.zeros(n, dtype=torch.long, device=device)
+  results: list[dict] = []
+  total_steps = 0
+  start = time.perf_counter()
+  with tqdm(total=episodes, desc="cube_tray episodes", unit="ep") as bar:
+    while len(results) < episodes:
+      _, _, terminated, truncated, _ = env.step(expert.act())
+      total_steps += 1
+      steps_in_episode += 1
+      verdict = cube_tray_verdict(env)  # The terminal state's verdict for ended envs.
+      ended = (terminated | truncated).nonzero().flatten()
+      # Film each recorded env's first episode; an env that just ended already
+      # shows its reset state, so its terminal frame is not filmed.
+      if recorder is not None and all(
+        int(episode_index[i]) == 0 and i not in ended.tolist() for i in recorder.env_ids
+      ):
+        recorder.capture(env.sim.data, env.scene.env_origins)
+      for i in ended.tolist():
+        if len(results) >= episodes:
+          break
+        success = bool(verdict["success"][i])
+        outcome = Outcome(int(verdict["outcome"][i]))
+        if outcome == Outcome.IN_PROGRESS:
+          outcome_name = "failure"  # Ended (time-out) before success.
+        else:
+          outcome_name = OUTCOME_NAMES[outcome]
+        elapsed = round(int(steps_in_episode[i]) * env.step_dt, 3)
+        results.append(
+          {
+            "env": i,
+            "episode": int(episode_index[i]),
+            "outcome": outcome_name,
+            "reason": None
+            if success
+            else REASON_NAMES[Reason(int(verdict["reason"][i]))],
+            "time_to_success_s": elapsed if success else None,
+            "expert_actions_issued": int(expert.index[i]) + 1,
+            "expert_plan_ok": bool(expert.plan_ok[i]),
+            "expert_action_timeouts": int(expert.timeouts[i]),
+          }
+        )
+        bar.update(1)
+      if len(ended):
+        steps_in_episode[ended] = 0
+        episode_index[ended] += 1
+        expert.reset(ended)
+  wall = time.perf_counter() - start
+
+  outcomes = Counter(r["outcome"] for r in results)
+  reasons = Counter(r["reason"] for r in results if r["reason"] is not None)
+  times = [
+    r["time_to_success_s"] for r in results if r["time_to_success_s"] is not None
+  ]
+  summary = {
+    "episodes": len(results),
+    "success_rate": outcomes["success"] / len(results),
+    "outcomes": dict(outcomes),
+    "failure_reasons": dict(reasons),
+    "mean_time_to_success_s": round(sum(times) / len(times), 3) if times else None,
+    "env_steps_per_s": round(total_steps * n / wall, 2),
+    "wall_time_s": round(wall, 2),
+  }
+  report = {
+    "task": "CubeTray-UR5-RG2",
+    "controller": "experts.cube_tray.CubeTrayExpert (privileged reference)",
+    "config": {**{k: str(v) for k, v in asdict(args).items()}, "device": device},
+    "summary": summary,
+    "episodes": results,
+    "source": source_snapshot(),
+  }
+
+  print(f"\n{'env':>4} {'ep':>3} {'outcome':>13} {'reason':>14} {'t_success':>10}")
+  for r in results:
+    t = "-" if r["time_to_success_s"] is None else f"{r['time_to_success_s']:.2f}"
+    print(
+      f"{r['env']:>4} {r['episode']:>3} {r['outcome']:>13} {r['reason'] or '-':>14} {t:>10}"
+    )
+  print(
+    f"\nsuccess {outcomes['success']}/{len(results)} ({summary['success_rate']:.1%}); "
+    f"failure reasons {dict(reasons) or '-'}; mean time to success "
+    f"{summary['mean_time_to_success_s']} s; {summary['env_steps_per_s']} env steps/s "
+    f"on {device}."
+  )
+  if out_dir is not None:
+    if recorder is not None:
+      recorder.save_poses(out_dir / "video_poses.npz")
+      report["videos"] = [str(p.name) for p in recorder.render(out_dir)]
+    (out_dir / "report.json").write_text(json.dumps(report, indent=2))
+    print(f"wrote {out_dir / 'report.json'}")
+  expert.close()
+  env.close()
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main(tyro.cli(Args)))
