@@ -43,22 +43,15 @@ class Args:
   """Cube mass [kg] (40 mm cube)."""
 
 
-def _resolve_device(device: str | None) -> str:
-  if device is None:
-    return "cuda:0" if torch.cuda.is_available() else "cpu"
-  if device.startswith("cuda") and not torch.cuda.is_available():
-    raise SystemExit(f"error: --device {device} requested but CUDA is not available.")
-  return device
-
-
 def main(args: Args) -> int:
   if args.num_envs < 1:
     raise SystemExit("error: --num-envs must be at least 1.")
-  if args.output is not None and args.output.exists():
-    raise SystemExit(f"error: output folder {args.output} exists; choose a new one.")
-  device = _resolve_device(args.device)
+  from mjlab_tasks.common.runtime import create_output_dir, quiet_warp, resolve_device
 
-  import warp as wp
+  quiet_warp()
+  device = resolve_device(args.device)
+  out_dir = create_output_dir(args.output) if args.output is not None else None
+
   from mjlab.envs import ManagerBasedRlEnv
 
   from assets.ur5_rg2 import ARM_JOINT_NAMES
@@ -66,7 +59,6 @@ def main(args: Args) -> int:
   from mjlab_tasks.common.mdp import wrist_force
   from mjlab_tasks.common.scene import ROBOT, cube_entity_cfg, make_robot_env_cfg
 
-  wp.config.quiet = True  # Kernel-cache chatter would bury the progress bar.
   cfg = make_robot_env_cfg(
     entities={"cube": cube_entity_cfg(mass=args.cube_mass)}, num_envs=args.num_envs
   )
@@ -172,10 +164,9 @@ def main(args: Args) -> int:
     f"held {int(held.sum())}/{n} cubes; {report['env_steps_per_s']} env steps/s on "
     f"{device} (policy 20 Hz, physics 1 kHz)."
   )
-  if args.output is not None:
-    args.output.mkdir(parents=True)
-    (args.output / "report.json").write_text(json.dumps(report, indent=2))
-    print(f"wrote {args.output / 'report.json'}")
+  if out_dir is not None:
+    (out_dir / "report.json").write_text(json.dumps(report, indent=2))
+    print(f"wrote {out_dir / 'report.json'}")
   env.close()
   return 0 if bool(held.all()) else 1
 

@@ -26,7 +26,8 @@ class Args:
   num_envs: int = 4
   """Number of parallel environments."""
   episodes: int | None = None
-  """Episodes to score in total (default: one per environment)."""
+  """Episodes to score in total, spread evenly over the environments (default:
+  one per environment)."""
   max_steps: int = 240
   """Episode limit in policy steps (20 Hz); a time-out is a failure."""
   seed: int = 0
@@ -61,7 +62,6 @@ def main(args: Args) -> int:
   device = resolve_device(args.device)
   out_dir = create_output_dir(args.output) if args.output is not None else None
 
-  import warp as wp
   from mjlab.envs import ManagerBasedRlEnv
 
   from evaluators.cube_tray import OUTCOME_NAMES, REASON_NAMES, Outcome, Reason
@@ -70,7 +70,6 @@ def main(args: Args) -> int:
   from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
   from mjlab_tasks.cube_tray.mdp import cube_tray_verdict
 
-  wp.config.quiet = True
   cfg = cube_tray_env_cfg(
     arm_action="joint", randomize=not args.nominal, num_envs=args.num_envs
   )
@@ -88,6 +87,10 @@ def main(args: Args) -> int:
     recorder.capture(env.sim.data, env.scene.env_origins)
 
   n = args.num_envs
+  # Fixed quota per env: counting episodes in order of completion would let
+  # fast (successful) envs crowd out slow ones and bias the success rate.
+  quota = torch.full((n,), episodes // n, dtype=torch.long, device=device)
+  quota[: episodes % n] += 1
   steps_in_episode = torch.zeros(n, dtype=torch.long, device=device)
   episode_index = torch.zeros(n, dtype=torch.long, device=device)
   results: list[dict] = []
@@ -107,8 +110,8 @@ def main(args: Args) -> int:
       ):
         recorder.capture(env.sim.data, env.scene.env_origins)
       for i in ended.tolist():
-        if len(results) >= episodes:
-          break
+        if episode_index[i] >= quota[i]:
+          continue
         success = bool(verdict["success"][i])
         outcome = Outcome(int(verdict["outcome"][i]))
         if outcome == Outcome.IN_PROGRESS:

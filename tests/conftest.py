@@ -1,5 +1,5 @@
-"""Shared pytest setup: quiet Warp kernel-cache logging before mjlab loads."""
+"""Shared pytest setup: quiet Warp kernel-cache logging."""
 
-import os
+from mjlab_tasks.common.runtime import quiet_warp
 
-os.environ.setdefault("MJLAB_WARP_QUIET", "1")
+quiet_warp()

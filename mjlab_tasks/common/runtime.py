@@ -60,3 +60,16 @@ def source_snapshot(root: Path = PROJECT_ROOT) -> dict:
     "sources_sha256": combined.hexdigest(),
     "files": hashes,
   }
+
+
+def quiet_warp() -> None:
+  """Silence Warp's per-module load messages (they bury progress bars).
+
+  mjlab's ``MJLAB_WARP_QUIET`` sets ``warp.config.quiet``, which Warp 1.19
+  no longer consults for these messages; its ``log_level`` governs them.
+  """
+  import warp as wp
+
+  wp.config.quiet = True
+  if hasattr(wp, "LOG_WARNING"):
+    wp.config.log_level = wp.LOG_WARNING

@@ -1,0 +1,88 @@
+"""Command-line tools end to end on the CPU (small runs)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(script: str, *args: str) -> subprocess.CompletedProcess:
+  return subprocess.run(
+    [sys.executable, str(ROOT / "scripts" / script), *args],
+    capture_output=True,
+    text=True,
+    cwd=ROOT,
+    timeout=1800,
+  )
+
+
+@pytest.mark.parametrize("script", ["check_robot.py", "evaluate_cube_tray.py"])
+def test_help_explains_every_flag(script):
+  out = run(script, "--help")
+  assert out.returncode == 0, out.stderr
+  for flag in ("--num-envs", "--device", "--output"):
+    assert flag in out.stdout
+
+
+def test_evaluate_cube_tray_writes_report_and_video_and_refuses_reuse(tmp_path):
+  out_dir = tmp_path / "run"
+  result = run(
+    "evaluate_cube_tray.py",
+    "--num-envs",
+    "2",
+    "--nominal",
+    "--device",
+    "cpu",
+    "--output",
+    str(out_dir),
+    "--videos",
+    "1",
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  report = json.loads((out_dir / "report.json").read_text())
+  assert report["summary"]["episodes"] == 2
+  assert report["summary"]["success_rate"] == 1.0
+  assert {e["outcome"] for e in report["episodes"]} == {"success"}
+  assert report["source"]["sources_sha256"] and report["source"]["files"]
+  assert (out_dir / "env_000.mp4").stat().st_size > 10_000
+  assert (out_dir / "video_poses.npz").exists()
+  assert "success 2/2" in result.stdout
+
+  again = run("evaluate_cube_tray.py", "--num-envs", "1", "--output", str(out_dir))
+  assert again.returncode != 0
+  assert "already exists" in again.stderr
+  # The refused run left the first run's report untouched.
+  assert json.loads((out_dir / "report.json").read_text()) == report
+
+
+def test_bad_arguments_fail_clearly():
+  out = run("evaluate_cube_tray.py", "--num-envs", "0")
+  assert out.returncode != 0 and "--num-envs must be at least 1" in out.stderr
+  out = run("evaluate_cube_tray.py", "--videos", "1")
+  assert out.returncode != 0 and "--videos needs --output" in out.stderr
+
+
+@pytest.mark.slow
+def test_expert_success_rate_on_64_randomized_envs(tmp_path):
+  """Measured on the development machine: see docs/cube_tray.md."""
+  result = run(
+    "evaluate_cube_tray.py",
+    "--num-envs",
+    "64",
+    "--seed",
+    "0",
+    "--device",
+    "cpu",
+    "--output",
+    str(tmp_path / "run64"),
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  report = json.loads((tmp_path / "run64" / "report.json").read_text())
+  assert report["summary"]["episodes"] == 64
+  assert report["summary"]["success_rate"] >= 0.95
