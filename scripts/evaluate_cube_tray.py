@@ -36,6 +36,9 @@ class Args:
   """Use the nominal placement (no randomization), as in the seed's case."""
   device: str | None = None
   """cpu or cuda:N (default: cuda:0 when available, else cpu)."""
+  engine: str | None = None
+  """Physics engine: warp (MuJoCo Warp) or mujoco (C MuJoCo, CPU, deterministic).
+  Default: warp on CUDA, mujoco on CPU."""
   output: Path | None = None
   """Folder for report.json and videos; must not exist. Nothing written if unset."""
   videos: int = 0
@@ -62,10 +65,10 @@ def main(args: Args) -> int:
   device = resolve_device(args.device)
   out_dir = create_output_dir(args.output) if args.output is not None else None
 
-  from mjlab.envs import ManagerBasedRlEnv
-
   from evaluators.cube_tray import OUTCOME_NAMES, REASON_NAMES, Outcome, Reason
   from experts.cube_tray import CubeTrayExpert
+  from mjlab_tasks.common.c_engine import make_env, resolve_engine
+  from mjlab_tasks.common.mdp import physics_health
   from mjlab_tasks.common.video import PoseReplicaRecorder
   from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
   from mjlab_tasks.cube_tray.mdp import cube_tray_verdict
@@ -75,7 +78,8 @@ def main(args: Args) -> int:
   )
   cfg.seed = args.seed
   cfg.episode_length_s = args.max_steps * cfg.decimation * cfg.sim.mujoco.timestep
-  env = ManagerBasedRlEnv(cfg, device=device)
+  engine = resolve_engine(args.engine, device)
+  env = make_env(cfg, device=device, engine=engine)
   env.reset()
   expert = CubeTrayExpert(env)
   expert.reset()
@@ -93,6 +97,8 @@ def main(args: Args) -> int:
   quota[: episodes % n] += 1
   steps_in_episode = torch.zeros(n, dtype=torch.long, device=device)
   episode_index = torch.zeros(n, dtype=torch.long, device=device)
+  overflow_seen = torch.zeros(n, dtype=torch.bool, device=device)
+  nonfinite_seen = torch.zeros(n, dtype=torch.bool, device=device)
   results: list[dict] = []
   total_steps = 0
   start = time.perf_counter()
@@ -102,6 +108,9 @@ def main(args: Args) -> int:
       total_steps += 1
       steps_in_episode += 1
       verdict = cube_tray_verdict(env)  # The terminal state's verdict for ended envs.
+      health = physics_health(env)
+      overflow_seen |= health["contact_overflow"]
+      nonfinite_seen |= health["nonfinite"]
       ended = (terminated | truncated).nonzero().flatten()
       # Film each recorded env's first episode; an env that just ended already
       # shows its reset state, so its terminal frame is not filmed.
@@ -131,11 +140,15 @@ def main(args: Args) -> int:
             "expert_actions_issued": int(expert.index[i]) + 1,
             "expert_plan_ok": bool(expert.plan_ok[i]),
             "expert_action_timeouts": int(expert.timeouts[i]),
+            "contact_overflow": bool(overflow_seen[i]),
+            "nonfinite_state": bool(nonfinite_seen[i]),
           }
         )
         bar.update(1)
       if len(ended):
         steps_in_episode[ended] = 0
+        overflow_seen[ended] = False
+        nonfinite_seen[ended] = False
         episode_index[ended] += 1
         expert.reset(ended)
   wall = time.perf_counter() - start
@@ -151,13 +164,19 @@ def main(args: Args) -> int:
     "outcomes": dict(outcomes),
     "failure_reasons": dict(reasons),
     "mean_time_to_success_s": round(sum(times) / len(times), 3) if times else None,
+    "episodes_with_contact_overflow": sum(r["contact_overflow"] for r in results),
+    "episodes_with_nonfinite_state": sum(r["nonfinite_state"] for r in results),
     "env_steps_per_s": round(total_steps * n / wall, 2),
     "wall_time_s": round(wall, 2),
   }
   report = {
     "task": "CubeTray-UR5-RG2",
     "controller": "experts.cube_tray.CubeTrayExpert (privileged reference)",
-    "config": {**{k: str(v) for k, v in asdict(args).items()}, "device": device},
+    "config": {
+      **{k: str(v) for k, v in asdict(args).items()},
+      "device": device,
+      "engine": engine,
+    },
     "summary": summary,
     "episodes": results,
     "source": source_snapshot(),
@@ -173,8 +192,13 @@ def main(args: Args) -> int:
     f"\nsuccess {outcomes['success']}/{len(results)} ({summary['success_rate']:.1%}); "
     f"failure reasons {dict(reasons) or '-'}; mean time to success "
     f"{summary['mean_time_to_success_s']} s; {summary['env_steps_per_s']} env steps/s "
-    f"on {device}."
+    f"on {device} ({engine} engine)."
   )
+  for key in ("episodes_with_contact_overflow", "episodes_with_nonfinite_state"):
+    if summary[key]:
+      print(
+        f"WARNING: {summary[key]} episode(s) flagged {key.removeprefix('episodes_with_')}."
+      )
   if out_dir is not None:
     if recorder is not None:
       recorder.save_poses(out_dir / "video_poses.npz")

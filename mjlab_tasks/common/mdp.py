@@ -70,3 +70,21 @@ def wrist_torque(
     [num_envs, 3]
   """
   return -env.scene.sensors[sensor_name].data.torque.reshape(env.num_envs, 3)
+
+
+def physics_health(env: ManagerBasedRlEnv) -> dict[str, torch.Tensor]:
+  """Per-environment physics problems, on either engine (bool [num_envs] each).
+
+  ``contact_overflow``: the contact or constraint buffer overflowed this step
+  (MuJoCo Warp's per-world ``overflow`` bitmask; the C engine maps its
+  arena warnings onto the same bits). ``nonfinite``: NaN or infinite
+  positions or velocities, or a diverged acceleration.
+  """
+  data = env.sim.data
+  overflow = torch.as_tensor(data.overflow[:]) != 0
+  state = torch.cat([data.qpos[:], data.qvel[:]], dim=-1)
+  nonfinite = ~torch.isfinite(state).all(dim=-1)
+  unstable = getattr(data, "unstable", None)
+  if unstable is not None:
+    nonfinite = nonfinite | unstable
+  return {"contact_overflow": overflow.to(nonfinite.device), "nonfinite": nonfinite}
