@@ -10,9 +10,9 @@ import math
 import numpy as np
 import pytest
 import torch
-from mjlab.envs import ManagerBasedRlEnv
 
 from mjlab_tasks.common.actions import limit_joint_step
+from mjlab_tasks.common.c_engine import make_env
 from mjlab_tasks.common.kinematics import ArmKinematics, tool_down_rotation
 from mjlab_tasks.common.mdp import wrist_force
 from mjlab_tasks.common.scene import ROBOT, cube_entity_cfg, make_robot_env_cfg
@@ -32,9 +32,9 @@ def test_limit_joint_step_matches_reference():
   np.testing.assert_allclose(out, ref, rtol=1e-12)
 
 
-@pytest.fixture(scope="module")
-def env():
-  """Tool 20 mm above the table around a 40 mm cube, gripper open."""
+@pytest.fixture(scope="module", params=["warp", "mujoco"])
+def env(request):
+  """Tool 20 mm above the table around a 40 mm cube, gripper open; each engine."""
   ik = ArmKinematics()
   sol = ik.solve(np.array(CUBE_POS), tool_down_rotation(0.0), HOME_Q)
   assert sol.converged
@@ -44,7 +44,7 @@ def env():
   joint_pos = dict(zip(ARM, sol.q.tolist(), strict=True))
   joint_pos[".*_finger_joint"] = 0.0275
   cfg.scene.entities[ROBOT].init_state.joint_pos = joint_pos
-  environment = ManagerBasedRlEnv(cfg, device="cpu")
+  environment = make_env(cfg, device="cpu", engine=request.param)
   yield environment
   environment.close()
 

@@ -344,7 +344,10 @@ class CMujocoSimulation:
           np.copyto(getattr(model, field), values[i].numpy())
         for w in _WATCHED_WARNINGS:
           d.warning[w].number = 0
-        fn(model, d)
+        try:
+          fn(model, d)
+        except mujoco.FatalError as error:  # e.g. the arena (contact buffer) is full
+          raise RuntimeError(f"C MuJoCo failed in environment {i}: {error}") from error
         self._pull_one(i)
 
     list(self._pool.map(work, range(len(self._chunks))))
