@@ -81,13 +81,25 @@ _INSTABILITY_WARNINGS = (
   int(mujoco.mjtWarning.mjWARN_BADQPOS),
   int(mujoco.mjtWarning.mjWARN_BADQVEL),
 )
-_WATCHED_WARNINGS = (*(w for w, _ in _OVERFLOW_BITS), *_INSTABILITY_WARNINGS)
+
+
+# Copied inside the worker threads after every step: sensors keep views into
+# sensordata, and the state is what every consumer reads. Everything else is
+# copied lazily, the first time it is read after a step.
+_EAGER_FIELDS = (*_STATE_FIELDS, "time", "sensordata")  # (via mj_getState)
+_LAZY_FIELDS = tuple(f for f in _DERIVED_FIELDS if f not in _EAGER_FIELDS)
 
 
 class CData:
-  """Torch views of the pooled ``MjData`` state, shaped like MuJoCo Warp's."""
+  """Torch views of the pooled ``MjData`` state, shaped like MuJoCo Warp's.
+
+  Derived fields other than ``sensordata`` are refreshed from the worlds on
+  first access after a step (``_stale``), so unread fields cost nothing.
+  """
 
   def __init__(self, model: mujoco.MjModel, num_envs: int):
+    self._stale: set[str] = set()
+    self._pull_field = None  # Set by the simulation: fn(field_name).
     self.nworld = num_envs
     probe = mujoco.MjData(model)
     for name in (*_STATE_FIELDS, *_INPUT_FIELDS, *_DERIVED_FIELDS):
@@ -103,6 +115,14 @@ class CData:
     self.overflow = torch.zeros(num_envs, dtype=torch.int32)
     self.unstable = torch.zeros(num_envs, dtype=torch.bool)
     self.ncon = torch.zeros(num_envs, dtype=torch.int32)
+
+  def __getattribute__(self, name: str):
+    if name in _LAZY_FIELDS:
+      stale = object.__getattribute__(self, "_stale")
+      if name in stale:
+        stale.discard(name)
+        object.__getattribute__(self, "_pull_field")(name)
+    return object.__getattribute__(self, name)
 
 
 class CModel:
@@ -194,17 +214,56 @@ class CMujocoSimulation:
     self._chunks = [
       c.tolist() for c in np.array_split(np.arange(num_envs), threads) if len(c)
     ]
-    self._pool = ThreadPoolExecutor(max_workers=len(self._chunks))
+    self._pool = ThreadPoolExecutor(max_workers=max(1, len(self._chunks) - 1))
     # One model per thread, only needed once fields are expanded per world.
     self._thread_models: list[mujoco.MjModel] | None = None
     self._np = {
-      name: getattr(self._data, name).numpy()
-      for name in vars(self._data)
-      if isinstance(getattr(self._data, name), torch.Tensor)
+      name: value.numpy()
+      for name, value in vars(self._data).items()
+      if isinstance(value, torch.Tensor)
     }
+    self._data._pull_field = self._pull_lazy_field
+    self._init_state_buffers()
     self._pull(range(num_envs))
     self._pulled_versions = self._state_versions()
-    self._pulled_state = {f: getattr(self._data, f).clone() for f in _STATE_FIELDS}
+
+  def _init_state_buffers(self) -> None:
+    """float64 buffers laid out as mj_getState / mj_setState vectors."""
+    model, n = self._mj_model, self.num_envs
+    state = mujoco.mjtState
+
+    def layout(parts):
+      slices, offset = {}, 0
+      for field, bit in parts:
+        size = mujoco.mj_stateSize(model, bit)
+        slices[field] = slice(offset, offset + size)
+        offset += size
+      return slices, offset
+
+    # Components in mjtState bit order, the order of the state vector.
+    out_parts = (
+      ("time", state.mjSTATE_TIME),
+      ("qpos", state.mjSTATE_QPOS),
+      ("qvel", state.mjSTATE_QVEL),
+      ("act", state.mjSTATE_ACT),
+    )
+    in_parts = (
+      ("ctrl", state.mjSTATE_CTRL),
+      ("qfrc_applied", state.mjSTATE_QFRC_APPLIED),
+      ("xfrc_applied", state.mjSTATE_XFRC_APPLIED),
+      ("mocap_pos", state.mjSTATE_MOCAP_POS),
+      ("mocap_quat", state.mjSTATE_MOCAP_QUAT),
+    )
+    self._output_slices, n_out = layout(out_parts)
+    self._input_slices, n_in = layout(in_parts)
+    self._output_spec = int(sum(int(bit) for _, bit in out_parts))
+    self._input_spec = int(sum(int(bit) for _, bit in in_parts))
+    self._output_buf = np.zeros((n, n_out))
+    self._input_buf = np.zeros((n, n_in))
+    nwarn = len(self._worlds[0].warning.number)
+    self._warning_now = np.zeros((n, nwarn), dtype=np.int64)
+    self._warning_counts = np.zeros((n, nwarn), dtype=np.int64)
+    self._pushed_input_versions: tuple[int, ...] = ()
 
   # mjlab's Simulation interface.
 
@@ -298,7 +357,6 @@ class CMujocoSimulation:
     for i in ids:
       mujoco.mj_resetData(self._mj_model, self._worlds[i])
     self._pull(ids)
-    self._pulled_state = {f: getattr(self._data, f).clone() for f in _STATE_FIELDS}
     self._pulled_versions = self._state_versions()
 
   def close(self) -> None:
@@ -309,7 +367,7 @@ class CMujocoSimulation:
   def _state_versions(self) -> tuple[int, ...]:
     return tuple(getattr(self._data, f)._version for f in _STATE_FIELDS)
 
-  def _changed_rows(self) -> dict[str, np.ndarray]:
+  def _changed_rows(self) -> dict[str, set[int]]:
     """Rows of qpos/qvel/act a caller wrote since the last pull."""
     changed = {}
     versions = self._state_versions()
@@ -318,16 +376,32 @@ class CMujocoSimulation:
     ):
       if now == then:
         continue
-      current, pulled = getattr(self._data, field), self._pulled_state[field]
-      # NaN != NaN, so a NaN written by a caller is pushed (and detected).
-      rows = (current != pulled).flatten(1).any(dim=-1)
-      changed[field] = rows.nonzero().flatten().numpy()
+      current = self._np[field]
+      rows = set()
+      for i, d in enumerate(self._worlds):
+        # NaN != NaN, so a NaN written by a caller is pushed (and detected).
+        if not np.array_equal(current[i], getattr(d, field).astype(np.float32)):
+          rows.add(i)
+      changed[field] = rows
     return changed
 
   def _run(self, fn) -> None:
-    changed = self._changed_rows()
-    push_rows = {f: set(rows.tolist()) for f, rows in changed.items()}
+    push_rows = self._changed_rows()
     expanded = self._model.expanded
+    # Inputs go in through one mj_setState per world, from a float64 buffer
+    # refreshed (vectorized) only when a caller wrote an input tensor.
+    versions = tuple(getattr(self._data, f)._version for f in _INPUT_FIELDS)
+    if versions != self._pushed_input_versions:
+      for field, sl in self._input_slices.items():
+        self._input_buf[:, sl] = self._np[field].reshape(self.num_envs, -1)
+      self._pushed_input_versions = versions
+    inputs, outputs = self._input_buf, self._output_buf
+    in_spec, out_spec = self._input_spec, self._output_spec
+    sensordata, warnings, ncon = (
+      self._np["sensordata"],
+      self._warning_now,
+      self._np["ncon"],
+    )
 
     def work(chunk_index: int) -> None:
       model = self._mj_model
@@ -335,44 +409,60 @@ class CMujocoSimulation:
         model = self._thread_models[chunk_index]
       for i in self._chunks[chunk_index]:
         d = self._worlds[i]
-        for field in _INPUT_FIELDS:
-          np.copyto(getattr(d, field), self._np[field][i])
+        mujoco.mj_setState(model, d, inputs[i], in_spec)
         for field, rows in push_rows.items():
           if i in rows:
             np.copyto(getattr(d, field), self._np[field][i])
         for field, values in expanded.items():
           np.copyto(getattr(model, field), values[i].numpy())
-        for w in _WATCHED_WARNINGS:
-          d.warning[w].number = 0
         try:
           fn(model, d)
         except mujoco.FatalError as error:  # e.g. the arena (contact buffer) is full
           raise RuntimeError(f"C MuJoCo failed in environment {i}: {error}") from error
-        self._pull_one(i)
+        mujoco.mj_getState(model, d, outputs[i], out_spec)
+        sensordata[i] = d.sensordata
+        warnings[i] = d.warning.number
+        ncon[i] = d.ncon
 
-    list(self._pool.map(work, range(len(self._chunks))))
-    self._pulled_state = {f: getattr(self._data, f).clone() for f in _STATE_FIELDS}
+    # The main thread takes the first chunk; the pool takes the rest.
+    futures = [self._pool.submit(work, k) for k in range(1, len(self._chunks))]
+    work(0)
+    for future in futures:
+      future.result()
+    self._unpack_outputs()
+
+  def _unpack_outputs(self) -> None:
+    """Vectorized: state buffer to tensors, warning counters to health flags."""
+    for field, sl in self._output_slices.items():
+      self._np[field][:] = self._output_buf[:, sl].reshape(self._np[field].shape)
+    new = self._warning_now > self._warning_counts
+    self._warning_counts[:] = self._warning_now
+    overflow = np.zeros(self.num_envs, dtype=np.int32)
+    for warning, bit in _OVERFLOW_BITS:
+      overflow |= np.where(new[:, warning], bit, 0).astype(np.int32)
+    self._np["overflow"][:] = overflow
+    self._np["unstable"][:] = new[:, list(_INSTABILITY_WARNINGS)].any(axis=1)
+    self._data._stale.update(_LAZY_FIELDS)
     self._pulled_versions = self._state_versions()
 
-  def _pull_one(self, i: int) -> None:
-    d = self._worlds[i]
-    out = self._np
-    for field in (*_STATE_FIELDS, *_DERIVED_FIELDS):
+  def _pull_lazy_field(self, field: str) -> None:
+    out = self._np[field]
+    for i, d in enumerate(self._worlds):
       value = getattr(d, field)
-      if field in _MATRIX_FIELDS:
-        out[field][i] = value.reshape(-1, 3, 3)
-      else:
-        out[field][i] = value
-    out["overflow"][i] = sum(bit for w, bit in _OVERFLOW_BITS if d.warning[w].number)
-    out["unstable"][i] = any(d.warning[w].number for w in _INSTABILITY_WARNINGS)
-    out["ncon"][i] = d.ncon
+      out[i] = value.reshape(-1, 3, 3) if field in _MATRIX_FIELDS else value
 
   def _pull(self, ids) -> None:
+    """Copy whole worlds (state, inputs, sensors) into the tensors."""
     for i in ids:
       d = self._worlds[i]
       for field in _INPUT_FIELDS:
         self._np[field][i] = getattr(d, field)
-      self._pull_one(i)
+      mujoco.mj_getState(self._mj_model, d, self._output_buf[i], self._output_spec)
+      self._np["sensordata"][i] = d.sensordata
+      self._warning_now[i] = d.warning.number
+      self._np["ncon"][i] = d.ncon
+    self._unpack_outputs()
+    self._pushed_input_versions = ()
 
 
 def _copy_model(model: mujoco.MjModel) -> mujoco.MjModel:

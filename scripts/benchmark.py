@@ -1,0 +1,237 @@
+"""Throughput of a task on each engine, with its controller and evaluator running.
+
+For every engine and every ``--num-envs`` it builds the task, runs the
+reference expert for ``--steps`` policy steps (evaluator, rewards and
+auto-resets included) and reports:
+
+- ``env_steps_per_s`` and ``physics_steps_per_s`` (environments x steps / s);
+- the bare-physics reference on the same compiled model: for the C engine
+  ``mujoco.rollout`` with the same thread count and the environments' own
+  states and controls (``rollout_physics_steps_per_s``); for MuJoCo Warp the
+  same model and data stepped with ``mujoco_warp.step`` alone
+  (``bare_physics_steps_per_s``); and the ratio of the two;
+- memory per environment (CUDA: peak device memory; CPU: resident-set growth).
+
+Compare engines in one run (ratios are robust on noisy machines):
+
+  python scripts/benchmark.py --task CubeTray-UR5-RG2 --engine mujoco warp \
+    --num-envs 1 8 64 --steps 20 --json reports/bench.json
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import tyro
+
+TASKS = ("CubeTray-UR5-RG2",)
+
+
+@dataclass
+class Args:
+  task: str = "CubeTray-UR5-RG2"
+  """Task id to measure."""
+  engine: list[str] = field(default_factory=lambda: ["mujoco"])
+  """One or more engines: mujoco (C MuJoCo, CPU) and/or warp (MuJoCo Warp)."""
+  num_envs: list[int] = field(default_factory=lambda: [1, 8, 32])
+  """One or more environment counts."""
+  steps: int = 20
+  """Policy steps timed per configuration (after one warm-up step)."""
+  device: str | None = None
+  """cpu or cuda:N (default: cuda:0 when available, else cpu; C engine: cpu)."""
+  json: Path | None = None
+  """Write the results here (refuses an existing file)."""
+
+
+def _rss_mb() -> float:
+  import psutil
+
+  return psutil.Process().memory_info().rss / 2**20
+
+
+def _bare_c_rollout(env, steps: int) -> float:
+  """mujoco.rollout of the env's worlds from their current states, same threads."""
+  import mujoco
+  import numpy as np
+  from mujoco import rollout
+
+  sim = env.sim
+  model = sim.mj_model
+  spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
+  nstate = mujoco.mj_stateSize(model, spec)
+  initial = np.zeros((sim.num_envs, nstate))
+  for i, world in enumerate(sim._worlds):
+    mujoco.mj_getState(model, world, initial[i], spec)
+  control_spec = (
+    mujoco.mjtState.mjSTATE_CTRL
+    | mujoco.mjtState.mjSTATE_MOCAP_POS
+    | mujoco.mjtState.mjSTATE_MOCAP_QUAT
+  )
+  ncontrol = mujoco.mj_stateSize(model, control_spec)
+  control = np.zeros((sim.num_envs, 1, ncontrol))
+  for i, world in enumerate(sim._worlds):
+    mujoco.mj_getState(model, world, control[i, 0], control_spec)
+  nstep = steps * env.cfg.decimation
+  control = np.repeat(control, nstep, axis=1)
+  datas = [mujoco.MjData(model) for _ in range(len(sim._chunks))]
+  warm = control[:, :2]
+  rollout.rollout(model, datas, initial, warm, control_spec=control_spec, nstep=2)
+  start = time.perf_counter()
+  rollout.rollout(
+    model, datas, initial, control, control_spec=control_spec, nstep=nstep
+  )
+  return sim.num_envs * nstep / (time.perf_counter() - start)
+
+
+def _bare_warp_step(env, steps: int) -> float:
+  """mujoco_warp.step alone on the env's own model and data."""
+  import mujoco_warp as mjwarp
+  import warp as wp
+
+  sim = env.sim
+  nstep = steps * env.cfg.decimation
+  with wp.ScopedDevice(sim.wp_device):
+    mjwarp.step(sim.wp_model, sim.wp_data)
+    wp.synchronize()
+    start = time.perf_counter()
+    for _ in range(nstep):
+      if sim.use_cuda_graph and sim.step_graph is not None:
+        wp.capture_launch(sim.step_graph)
+      else:
+        mjwarp.step(sim.wp_model, sim.wp_data)
+    wp.synchronize()
+  return sim.num_envs * nstep / (time.perf_counter() - start)
+
+
+def measure(task: str, engine: str, num_envs: int, steps: int, device: str) -> dict:
+  import torch
+
+  from experts.cube_tray import CubeTrayExpert
+  from mjlab_tasks.common.c_engine import make_env
+  from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
+
+  if task not in TASKS:
+    raise SystemExit(
+      f"error: no benchmark controller for task '{task}' (have {TASKS})."
+    )
+  # The task's own configuration, with joint-target actions for its expert.
+  cfg = cube_tray_env_cfg(arm_action="joint", num_envs=num_envs)
+  cfg.seed = 0
+  cuda = device.startswith("cuda")
+  if cuda:
+    torch.cuda.reset_peak_memory_stats()
+  rss0 = _rss_mb()
+  env = make_env(cfg, device=device, engine=engine)
+  env.reset()
+  expert = CubeTrayExpert(env)
+  expert.reset()
+
+  def run(n: int) -> None:
+    for _ in range(n):
+      _, _, terminated, truncated, _ = env.step(expert.act())
+      ended = (terminated | truncated).nonzero().flatten()
+      if len(ended):
+        expert.reset(ended)
+
+  run(1)  # Warm-up (kernel loading, first allocations).
+  if cuda:
+    torch.cuda.synchronize()
+  start = time.perf_counter()
+  run(steps)
+  if cuda:
+    torch.cuda.synchronize()
+  elapsed = time.perf_counter() - start
+  env_rate = num_envs * steps / elapsed
+  row = {
+    "task": task,
+    "engine": engine,
+    "device": device,
+    "num_envs": num_envs,
+    "steps": steps,
+    "decimation": env.cfg.decimation,
+    "env_steps_per_s": round(env_rate, 2),
+    "physics_steps_per_s": round(env_rate * env.cfg.decimation, 1),
+  }
+  if engine == "mujoco":
+    row["threads"] = len(env.sim._chunks)
+    bare = _bare_c_rollout(env, steps)
+    row["rollout_physics_steps_per_s"] = round(bare, 1)
+  else:
+    bare = _bare_warp_step(env, steps)
+    row["bare_physics_steps_per_s"] = round(bare, 1)
+  row["ratio_to_bare_physics"] = round(row["physics_steps_per_s"] / bare, 3)
+  if cuda:
+    row["device_memory_per_env_mb"] = round(
+      torch.cuda.max_memory_allocated() / 2**20 / num_envs, 3
+    )
+  else:
+    row["rss_growth_per_env_mb"] = round((_rss_mb() - rss0) / num_envs, 3)
+  expert.close()
+  env.close()
+  return row
+
+
+def main(args: Args) -> int:
+  import torch
+
+  from mjlab_tasks.common.runtime import quiet_warp, resolve_device, source_snapshot
+
+  quiet_warp()
+  if args.steps < 1 or any(n < 1 for n in args.num_envs):
+    raise SystemExit("error: --steps and every --num-envs must be at least 1.")
+  if args.json is not None and args.json.exists():
+    raise SystemExit(f"error: {args.json} already exists; choose a new path.")
+  for engine in args.engine:
+    if engine not in ("mujoco", "warp"):
+      raise SystemExit(f"error: unknown engine '{engine}' (use mujoco and/or warp).")
+  device = resolve_device(args.device)
+  rows = []
+  for engine in args.engine:
+    engine_device = "cpu" if engine == "mujoco" else device
+    for n in args.num_envs:
+      print(
+        f"measuring {args.task} on {engine} ({engine_device}), {n} envs ...", flush=True
+      )
+      row = measure(args.task, engine, n, args.steps, engine_device)
+      rows.append(row)
+      print(json.dumps(row), flush=True)
+  # Side-by-side ratio of the engines' physics throughput per num_envs.
+  by_key = {(r["engine"], r["num_envs"]): r for r in rows}
+  for n in args.num_envs:
+    c, w = by_key.get(("mujoco", n)), by_key.get(("warp", n))
+    if c and w:
+      ratio = c["physics_steps_per_s"] / w["physics_steps_per_s"]
+      print(
+        f"{n} envs: C engine / MuJoCo Warp ({w['device']}) physics throughput = {ratio:.1f}x"
+      )
+  header = f"{'engine':>7} {'envs':>5} {'env steps/s':>12} {'physics/s':>11} {'bare/s':>11} {'ratio':>6}"
+  print(header)
+  for r in rows:
+    bare = r.get("rollout_physics_steps_per_s", r.get("bare_physics_steps_per_s"))
+    print(
+      f"{r['engine']:>7} {r['num_envs']:>5} {r['env_steps_per_s']:>12} "
+      f"{r['physics_steps_per_s']:>11} {bare:>11} {r['ratio_to_bare_physics']:>6}"
+    )
+  if args.json is not None:
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    machine = {"platform": platform.platform(), "python": platform.python_version()}
+    machine["cpu_count"] = os.cpu_count()
+    if torch.cuda.is_available():
+      machine["gpu"] = torch.cuda.get_device_name(0)
+    args.json.write_text(
+      json.dumps(
+        {"machine": machine, "results": rows, "source": source_snapshot()}, indent=2
+      )
+    )
+    print(f"wrote {args.json}")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main(tyro.cli(Args)))
