@@ -10,7 +10,10 @@ then executes them through the simulated actuators:
   4 lift       straight up
   5 traverse   above the tray centre, cube turned square to the tray
   6 lower      cube bottom just above the tray floor
-  7 release    gripper half open (+0 = 55 mm), clear of the cube and walls
+  7 release    gripper half open (+0 = 55 mm, clear of the walls) while the
+               tool rises ``retreat_height``: the fingers open within a few
+               milliseconds, long before the bounded arm step has moved the
+               tool, and rising keeps a grazing pad off the released cube
 
 An action ends when every arm joint is within ``joint_tol`` of its target and
 its minimum duration has passed, or at its timeout. Execution is tensor code
@@ -50,6 +53,8 @@ class CubeTrayExpertCfg:
   """Cube centre height while carried [m]."""
   release_gap: float = 0.002
   """Cube bottom above the tray floor at release [m]."""
+  retreat_height: float = 0.05
+  """How far the tool rises during the release action [m]."""
   min_duration: tuple[float, ...] = (0.5, 0.3, 0.5, 0.3, 0.5, 0.3, 0.4)
   """Shortest time per action [s] (gripper actions need it to act)."""
   timeout: float = 3.0
@@ -105,6 +110,7 @@ def plan_cube_tray(
   above_tray = np.array([tray_pos[0], tray_pos[1], cfg.carry_height])
   release_z = tray_pos[2] + cfg.tray_floor_top + cfg.cube_half + cfg.release_gap
   in_tray = np.array([tray_pos[0], tray_pos[1], release_z])
+  retreat = in_tray + [0.0, 0.0, cfg.retreat_height]
   poses = (
     (above_cube, yaw),
     (grasp, yaw),
@@ -112,7 +118,7 @@ def plan_cube_tray(
     (lifted, yaw),
     (above_tray, place_yaw),
     (in_tray, place_yaw),
-    None,  # release: hold
+    (retreat, place_yaw),
   )
   joints = np.zeros((len(poses), 6))
   ok = True

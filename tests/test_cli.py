@@ -79,6 +79,8 @@ def test_expert_success_rate_on_64_randomized_envs(tmp_path):
     "0",
     "--device",
     "cpu",
+    "--engine",
+    "mujoco",
     "--output",
     str(tmp_path / "run64"),
   )
@@ -86,3 +88,26 @@ def test_expert_success_rate_on_64_randomized_envs(tmp_path):
   report = json.loads((tmp_path / "run64" / "report.json").read_text())
   assert report["summary"]["episodes"] == 64
   assert report["summary"]["success_rate"] >= 0.95
+
+
+def test_c_engine_reports_are_reproducible(tmp_path):
+  reports = []
+  for run_dir in ("a", "b"):
+    result = run(
+      "evaluate_cube_tray.py",
+      "--num-envs",
+      "3",
+      "--episodes",
+      "3",
+      "--seed",
+      "5",
+      "--engine",
+      "mujoco",
+      "--output",
+      str(tmp_path / run_dir),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    reports.append(json.loads((tmp_path / run_dir / "report.json").read_text()))
+  assert reports[0]["episodes"] == reports[1]["episodes"]
+  for key in ("success_rate", "outcomes", "failure_reasons", "mean_time_to_success_s"):
+    assert reports[0]["summary"][key] == reports[1]["summary"][key]

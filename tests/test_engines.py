@@ -213,3 +213,25 @@ def test_c_engine_maps_buffer_warnings_to_overflow_bits(engines):
   env.sim.step()
   assert env.sim.data.overflow.tolist() == [0, 0]
   assert not math.isnan(float(env.sim.data.qpos.sum()))
+
+
+def test_c_engine_per_world_model_fields():
+  """Domain randomization writes per-world model values: each world steps with its own."""
+  env = _env("mujoco", num_envs=2)
+  try:
+    env.reset()
+    env.sim.expand_model_fields(("dof_damping",))
+    cube = env.scene["cube"]
+    dofs = cube.indexing.free_joint_v_adr
+    damping = env.sim.model.dof_damping
+    damping[1, dofs] = 50.0  # Env 1's cube falls through thick "air".
+    state = torch.cat([cube.data.root_link_pose_w, torch.zeros(2, 6)], dim=-1)
+    state[:, 2] += 0.3
+    cube.write_root_state_to_sim(state)
+    for _ in range(100):
+      env.sim.step()
+    fall = 0.3 + 0.02 - (cube.data.root_link_pos_w - env.scene.env_origins)[:, 2]
+    assert fall[0] > 0.04  # About g t^2 / 2 = 0.049 m in 0.1 s.
+    assert fall[1] < 0.5 * fall[0]
+  finally:
+    env.close()

@@ -63,15 +63,14 @@ class _ArmActionBase(ActionTerm):
     self._joint_names = names
     self._joint_global_ids = self._entity.indexing.joint_ids[self._joint_local_ids]
     self._dof_ids = self._entity.indexing.joint_v_adr[self._joint_local_ids]
+    self._qpos_ids = self._entity.indexing.joint_q_adr[self._joint_local_ids]
     n = len(local_ids)
     # Last joint steps, kept for inspection (tests, diagnostics).
     self.unlimited_dq = torch.zeros(self.num_envs, n, device=self.device)
     self.limited_dq = torch.zeros(self.num_envs, n, device=self.device)
 
   def _joint_pos(self) -> torch.Tensor:
-    return self._env.sim.data.qpos[
-      :, self._entity.indexing.joint_q_adr[self._joint_local_ids]
-    ]
+    return self._env.sim.data.qpos[:, self._qpos_ids]
 
   def _apply_joint_step(self, dq: torch.Tensor) -> None:
     self.unlimited_dq[:] = dq

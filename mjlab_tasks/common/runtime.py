@@ -65,11 +65,14 @@ def source_snapshot(root: Path = PROJECT_ROOT) -> dict:
 def quiet_warp() -> None:
   """Silence Warp's per-module load messages (they bury progress bars).
 
-  mjlab's ``MJLAB_WARP_QUIET`` sets ``warp.config.quiet``, which Warp 1.19
-  no longer consults for these messages; its ``log_level`` governs them.
+  Sets mjlab's ``MJLAB_WARP_QUIET`` (read when mjlab is first imported, which
+  then sets ``warp.config.quiet``) and Warp's own settings directly.
   """
+  import os
+
   import warp as wp
 
+  os.environ.setdefault("MJLAB_WARP_QUIET", "1")
   wp.config.quiet = True
   if hasattr(wp, "LOG_WARNING"):
     wp.config.log_level = wp.LOG_WARNING

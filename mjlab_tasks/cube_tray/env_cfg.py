@@ -103,6 +103,17 @@ def tray_spec() -> mujoco.MjSpec:
   return spec
 
 
+def _offsets_from_nominal(
+  ranges: dict[str, tuple[float, float]], nominal: tuple[float, float]
+) -> dict[str, tuple[float, float]]:
+  """Absolute x/y ranges as offsets from the nominal placement (yaw unchanged)."""
+  offsets = dict(ranges)
+  for axis, centre in zip(("x", "y"), nominal, strict=True):
+    lo, hi = ranges[axis]
+    offsets[axis] = (lo - centre, hi - centre)
+  return offsets
+
+
 def cube_tray_env_cfg(
   play: bool = False,
   arm_action: Literal["cartesian", "joint"] = "cartesian",
@@ -172,42 +183,19 @@ def cube_tray_env_cfg(
   }
 
   if randomize:
-    cfg.events["randomize_cube"] = EventTermCfg(
-      func=mjlab_events.reset_root_state_uniform,
-      mode="reset",
-      params={
-        "pose_range": {
-          "x": (
-            CUBE_RANGE["x"][0] - CUBE_NOMINAL[0],
-            CUBE_RANGE["x"][1] - CUBE_NOMINAL[0],
-          ),
-          "y": (
-            CUBE_RANGE["y"][0] - CUBE_NOMINAL[1],
-            CUBE_RANGE["y"][1] - CUBE_NOMINAL[1],
-          ),
-          "yaw": CUBE_RANGE["yaw"],
+    for name, ranges, nominal in (
+      (names.cube, CUBE_RANGE, CUBE_NOMINAL),
+      (names.tray, TRAY_RANGE, TRAY_NOMINAL),
+    ):
+      cfg.events[f"randomize_{name}"] = EventTermCfg(
+        func=mjlab_events.reset_root_state_uniform,
+        mode="reset",
+        params={
+          "pose_range": _offsets_from_nominal(ranges, nominal),
+          "velocity_range": {},
+          "asset_cfg": SceneEntityCfg(name),
         },
-        "velocity_range": {},
-        "asset_cfg": cube_cfg,
-      },
-    )
-    cfg.events["randomize_tray"] = EventTermCfg(
-      func=mjlab_events.reset_root_state_uniform,
-      mode="reset",
-      params={
-        "pose_range": {
-          "x": (
-            TRAY_RANGE["x"][0] - TRAY_NOMINAL[0],
-            TRAY_RANGE["x"][1] - TRAY_NOMINAL[0],
-          ),
-          "y": (
-            TRAY_RANGE["y"][0] - TRAY_NOMINAL[1],
-            TRAY_RANGE["y"][1] - TRAY_NOMINAL[1],
-          ),
-        },
-        "asset_cfg": tray_cfg,
-      },
-    )
+      )
 
   cfg.terminations = {
     "time_out": TerminationTermCfg(func=mjlab_terms.time_out, time_out=True),
