@@ -162,7 +162,8 @@ def _add_capsule(body, name, p0, p1, radius, rgba):
 # Per link: collision capsule (from, to, radius) in the link body frame, and the
 # axis and size of the cylinder used for its inertia.
 _LINK_CAPSULES = (
-  ((0, 0, -0.02), (0, 0, 0.075), 0.06),
+  # Shoulder housing: kept above the base (and the table it stands on).
+  ((0, 0, 0.065), (0, 0, 0.10), 0.06),
   ((0, 0, _SHOULDER_OFFSET), (-0.425, 0, _SHOULDER_OFFSET), 0.054),
   ((0, 0, _ELBOW_OFFSET), (-0.39225, 0, _ELBOW_OFFSET), 0.04),
   ((0, 0, 0.0), (0, 0, 0.10915), 0.0375),
@@ -358,8 +359,8 @@ def build_ur5_rg2_spec(with_camera: bool = False) -> mujoco.MjSpec:
   _box(
     base,
     "base_collision",
-    (0, 0, 0.03),
-    (0.075, 0.075, 0.03),
+    (0, 0, 0.031),
+    (0.075, 0.075, 0.029),  # 2 mm clear of the table it stands on.
     [0.7, 0.7, 0.72, 1],
     group=GROUP_ROBOT,
     contype=ROBOT_CONTYPE,

@@ -354,10 +354,15 @@ class CMujocoSimulation:
 
   def reset(self, env_ids: torch.Tensor | None = None) -> None:
     ids = range(self.num_envs) if env_ids is None else env_ids.flatten().tolist()
+    # State written for other worlds since the last step must not be lost.
+    pushed: set[int] = set()
+    for field, rows in self._changed_rows().items():
+      for i in rows:
+        np.copyto(getattr(self._worlds[i], field), self._np[field][i])
+      pushed |= rows
     for i in ids:
       mujoco.mj_resetData(self._mj_model, self._worlds[i])
-    self._pull(ids)
-    self._pulled_versions = self._state_versions()
+    self._pull(sorted(set(ids) | pushed))
 
   def close(self) -> None:
     self._pool.shutdown(wait=True)

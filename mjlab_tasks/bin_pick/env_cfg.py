@@ -1,0 +1,447 @@
+"""Bin picking with a pourer (seed 002): the scene.
+
+Task description:
+  A UR5 + RG2 with the wrist D415 on mount v4 stands at a table with a bin
+  and a drop destination on the table outside the bin. At initialization a
+  pourer drops a seeded, varied set of objects into the bin until the pile
+  reaches a stopping height set by the wall height, or the requested count.
+  Physics 1 kHz, policy 20 Hz, Cartesian + gripper actions.
+
+Randomizations: the pour (drop positions and orientations) per environment,
+from the environment seed. Every reset restores the environment's own pour.
+
+Bin: internal 400 x 128 x 150 mm by default (length along world y, width
+along x, wall height); width and wall height are configurable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+import mujoco
+import numpy as np
+import torch
+from mjlab.entity import EntityCfg
+from mjlab.envs import ManagerBasedRlEnvCfg
+from mjlab.envs.mdp import terminations as mjlab_terms
+from mjlab.envs.mdp.events import reset_scene_to_default
+from mjlab.managers.event_manager import EventTermCfg
+from mjlab.managers.termination_manager import TerminationTermCfg
+from mjlab.sensor import CameraSensorCfg
+
+from assets.objects import ObjectDesc, describe_objects, object_spec
+from mjlab_tasks.common.scene import ROBOT, make_robot_env_cfg
+
+if TYPE_CHECKING:
+  from mjlab.envs import ManagerBasedRlEnv
+
+BIN_LENGTH = 0.400  # Inner length along world y [m].
+DEFAULT_BIN_WIDTH = 0.128  # Inner width along world x [m].
+DEFAULT_BIN_HEIGHT = 0.150  # Inner wall height above the floor [m].
+BIN_WALL = 0.01
+BIN_FLOOR = 0.01  # Floor thickness; its top is BIN_FLOOR above the bin origin.
+BIN_CENTRE = (0.50, 0.0)
+DROP_DESTINATION = (0.30, 0.40)  # On the table, outside the bin.
+PARKING_X = -1.2  # Unpoured objects wait here, out of the robot's reach.
+STOP_FRACTION = 0.8  # The pour stops when the pile reaches 80% of the wall.
+
+
+@dataclass(frozen=True)
+class BinGeometry:
+  width: float = DEFAULT_BIN_WIDTH
+  height: float = DEFAULT_BIN_HEIGHT
+  length: float = BIN_LENGTH
+
+  def inner_bounds(self) -> tuple[tuple[float, float], tuple[float, float]]:
+    """(x_min, x_max), (y_min, y_max) of the inner walls, env frame."""
+    cx, cy = BIN_CENTRE
+    return (cx - self.width / 2, cx + self.width / 2), (
+      cy - self.length / 2,
+      cy + self.length / 2,
+    )
+
+  @property
+  def stop_height(self) -> float:
+    """Pile height above the floor at which the pourer stops [m]."""
+    return STOP_FRACTION * self.height
+
+
+def bin_spec(geom: BinGeometry) -> mujoco.MjSpec:
+  """The bin (floor and four walls) plus a visual drop-destination marker."""
+  spec = mujoco.MjSpec()
+  body = spec.worldbody.add_body(name="bin")
+  hx, hy = geom.width / 2 + BIN_WALL, geom.length / 2 + BIN_WALL
+  grey = [0.45, 0.5, 0.55, 1.0]
+  body.add_geom(
+    name="bin_floor",
+    type=mujoco.mjtGeom.mjGEOM_BOX,
+    size=[hx, hy, BIN_FLOOR / 2],
+    pos=[0, 0, BIN_FLOOR / 2],
+    rgba=grey,
+  )
+  wall_z = BIN_FLOOR + geom.height / 2
+  for name, pos, size in (
+    ("bin_wall_px", (geom.width / 2 + BIN_WALL / 2, 0), (BIN_WALL / 2, hy)),
+    ("bin_wall_nx", (-geom.width / 2 - BIN_WALL / 2, 0), (BIN_WALL / 2, hy)),
+    (
+      "bin_wall_py",
+      (0, geom.length / 2 + BIN_WALL / 2),
+      (geom.width / 2, BIN_WALL / 2),
+    ),
+    (
+      "bin_wall_ny",
+      (0, -geom.length / 2 - BIN_WALL / 2),
+      (geom.width / 2, BIN_WALL / 2),
+    ),
+  ):
+    body.add_geom(
+      name=name,
+      type=mujoco.mjtGeom.mjGEOM_BOX,
+      size=[*size, geom.height / 2],
+      pos=[*pos, wall_z],
+      rgba=grey,
+    )
+  dx, dy = DROP_DESTINATION[0] - BIN_CENTRE[0], DROP_DESTINATION[1] - BIN_CENTRE[1]
+  body.add_geom(
+    name="drop_destination",
+    type=mujoco.mjtGeom.mjGEOM_CYLINDER,
+    size=[0.06, 0.0005, 0],
+    pos=[dx, dy, 0.0005],
+    rgba=[0.2, 0.8, 0.3, 0.5],
+    contype=0,
+    conaffinity=0,
+  )
+  return spec
+
+
+@dataclass(kw_only=True)
+class PourCfg:
+  objects: tuple[ObjectDesc, ...]
+  geometry: BinGeometry
+  seed: int = 0
+  drop_settle_s: float = 0.35
+  """Simulated time after each drop before the pile is measured."""
+  final_settle_s: float = 1.0
+  names: tuple[str, ...] = field(default_factory=tuple)
+  """Entity names of the object slots, in pouring order."""
+
+
+class BinPourer:
+  """Reset event that owns the pour: pours once, at initialization.
+
+  At construction (environment initialization) it drops the objects into
+  every environment's bin, one at a time and all environments together, each
+  environment stopping when its pile reaches ``geometry.stop_height`` or it
+  runs out of objects; unpoured objects are parked off the table's reach.
+  Each reset restores the environment's own pour (objects only).
+  """
+
+  def __init__(self, cfg: EventTermCfg, env: ManagerBasedRlEnv):
+    self.cfg: PourCfg = cfg.params["pour"]
+    self.poured = torch.zeros(env.num_envs, dtype=torch.long, device=env.device)
+    self.in_bin = torch.zeros(
+      env.num_envs, len(self.cfg.names), dtype=torch.bool, device=env.device
+    )
+    self.pile_height = torch.zeros(env.num_envs, device=env.device)
+    self.snapshot = torch.zeros(
+      env.num_envs, len(self.cfg.names), 13, device=env.device
+    )
+    self._pour(env)
+
+  def __call__(self, env: ManagerBasedRlEnv, env_ids: torch.Tensor | None, pour=None):
+    del pour
+    ids = torch.arange(env.num_envs, device=env.device) if env_ids is None else env_ids
+    for k, name in enumerate(self.cfg.names):
+      state = self.snapshot[ids, k].clone()
+      state[:, :3] += env.scene.env_origins[ids]
+      env.scene[name].write_root_state_to_sim(state, env_ids=ids)
+
+  def reset(self, env_ids=None) -> None:
+    """The pour is fixed for the run; nothing to reset."""
+
+  # Pouring.
+
+  def _parked_state(self, k: int, n: int, device) -> torch.Tensor:
+    desc = self.cfg.objects[k]
+    state = torch.zeros(n, 13, device=device)
+    state[:, 0] = PARKING_X
+    state[:, 1] = -0.8 + 0.16 * k
+    state[:, 2] = max(desc.extent) + 0.001
+    state[:, 3] = 1.0
+    return state
+
+  def _hold_robot(self, env: ManagerBasedRlEnv) -> None:
+    # Place every entity (the bin and the robot base are mocap bodies that
+    # only a reset positions) before anything falls.
+    reset_scene_to_default(env, None)
+    robot = env.scene[ROBOT]
+    q = robot.data.default_joint_pos.clone()
+    robot.write_joint_state_to_sim(q, torch.zeros_like(q))
+    robot.set_joint_position_target(q)
+
+  def _settle(self, env: ManagerBasedRlEnv, seconds: float) -> None:
+    for _ in range(round(seconds / env.physics_dt)):
+      env.scene.write_data_to_sim()
+      env.sim.step()
+    env.sim.forward()
+
+  def _object_tops(self, env: ManagerBasedRlEnv, k: int) -> torch.Tensor:
+    """Highest point of object k above the env origin, from its geoms' AABBs."""
+    return object_bounds(env, self.cfg.names[k])[1][:, 2]
+
+  def _inside_bin(self, env: ManagerBasedRlEnv, name: str) -> torch.Tensor:
+    """Object wholly within the inner walls and not below the floor [B]."""
+    (x0, x1), (y0, y1) = self.cfg.geometry.inner_bounds()
+    lo, hi = object_bounds(env, name)
+    tol = 0.002  # Soft-contact penetration allowance.
+    return (
+      (lo[:, 0] >= x0 - tol)
+      & (hi[:, 0] <= x1 + tol)
+      & (lo[:, 1] >= y0 - tol)
+      & (hi[:, 1] <= y1 + tol)
+      & (lo[:, 2] >= BIN_FLOOR - tol)
+    )
+
+  def _pour(self, env: ManagerBasedRlEnv) -> None:
+    n, dev = env.num_envs, env.device
+    geom = self.cfg.geometry
+    (x0, x1), (y0, y1) = geom.inner_bounds()
+    rng = np.random.default_rng(self.cfg.seed)
+    origins = env.scene.env_origins
+    self._hold_robot(env)
+    for k, name in enumerate(self.cfg.names):
+      env.scene[name].write_root_state_to_sim(
+        self._parked_state(k, n, dev) + _origin_pad(origins)
+      )
+    in_bin = torch.zeros(n, len(self.cfg.names), dtype=torch.bool, device=dev)
+    pouring = torch.ones(n, dtype=torch.bool, device=dev)
+    top = torch.full((n,), BIN_FLOOR, device=dev)
+    for k, name in enumerate(self.cfg.names):
+      if not bool(pouring.any()):
+        break
+      desc = self.cfg.objects[k]
+      reach = float(np.hypot(desc.extent[0], desc.extent[1]))
+      margin = min(reach, 0.5 * geom.width - 0.005)
+      # Drawn for every env so that each env's pour depends only on the seed.
+      xs = rng.uniform(x0 + margin, x1 - margin, n)
+      ys = rng.uniform(y0 + margin, y1 - margin, n)
+      quats = rng.normal(size=(n, 4))
+      quats /= np.linalg.norm(quats, axis=1, keepdims=True)
+      drop = self._parked_state(k, n, dev)
+      # Released just above the pile (inside the walls), like a pourer's chute.
+      drop_z = top + max(desc.extent) + 0.02
+      dropped = torch.stack(
+        [
+          torch.tensor(xs, dtype=torch.float32, device=dev),
+          torch.tensor(ys, dtype=torch.float32, device=dev),
+          drop_z,
+        ],
+        dim=-1,
+      )
+      drop[pouring, :3] = dropped[pouring]
+      drop[pouring, 3:7] = torch.tensor(quats, dtype=torch.float32, device=dev)[pouring]
+      env.scene[name].write_root_state_to_sim(drop + _origin_pad(origins))
+      self._settle(env, self.cfg.drop_settle_s)
+      # An object that bounced out of the bin is not part of the pile: park it.
+      landed = pouring & self._inside_bin(env, name)
+      spilled = pouring & ~landed
+      if bool(spilled.any()):
+        ids = spilled.nonzero().flatten()
+        parked = self._parked_state(k, len(ids), dev)
+        parked[:, :3] += origins[ids]
+        env.scene[name].write_root_state_to_sim(parked, env_ids=ids)
+        env.sim.forward()
+      in_bin[:, k] = landed
+      top = torch.where(
+        landed, torch.maximum(top, object_bounds(env, name)[1][:, 2]), top
+      )
+      pouring &= (top - BIN_FLOOR) < geom.stop_height
+    self._settle(env, self.cfg.final_settle_s)
+    # Objects can still shift while the pile settles: count what is in the bin.
+    for k, name in enumerate(self.cfg.names):
+      in_bin[:, k] &= self._inside_bin(env, name)
+    self.in_bin = in_bin
+    self.poured = in_bin.sum(dim=-1)
+    tops = torch.stack(
+      [object_bounds(env, name)[1][:, 2] for name in self.cfg.names], -1
+    )
+    self.pile_height = torch.where(in_bin, tops, BIN_FLOOR).amax(dim=-1) - BIN_FLOOR
+    for k, name in enumerate(self.cfg.names):
+      data = env.scene[name].data
+      self.snapshot[:, k, :7] = data.root_link_pose_w
+      self.snapshot[:, k, :3] -= origins
+      self.snapshot[:, k, 7:] = 0.0
+
+
+def _geom_points(model: mujoco.MjModel, gid: int) -> tuple[np.ndarray, float]:
+  """A geom as local points swept by a sphere: (points [P, 3], radius).
+
+  Exact for boxes, capsules, spheres and convex meshes (their hull vertices).
+  """
+  gtype, size = model.geom_type[gid], model.geom_size[gid]
+  if gtype == mujoco.mjtGeom.mjGEOM_BOX:
+    signs = np.array(np.meshgrid([-1, 1], [-1, 1], [-1, 1])).reshape(3, -1).T
+    return signs * size, 0.0
+  if gtype == mujoco.mjtGeom.mjGEOM_CAPSULE:
+    return np.array([[0, 0, -size[1]], [0, 0, size[1]]]), float(size[0])
+  if gtype == mujoco.mjtGeom.mjGEOM_SPHERE:
+    return np.zeros((1, 3)), float(size[0])
+  if gtype == mujoco.mjtGeom.mjGEOM_MESH:
+    mesh = model.geom_dataid[gid]
+    start, count = model.mesh_vertadr[mesh], model.mesh_vertnum[mesh]
+    return np.array(model.mesh_vert[start : start + count]), 0.0
+  # Anything else: the corners of its local bounding box (conservative).
+  centre, half = model.geom_aabb[gid, :3], model.geom_aabb[gid, 3:]
+  signs = np.array(np.meshgrid([-1, 1], [-1, 1], [-1, 1])).reshape(3, -1).T
+  return centre + signs * half, 0.0
+
+
+_SHAPE_CACHE: dict[tuple[int, str], tuple[torch.Tensor, ...]] = {}
+
+
+def object_bounds(
+  env: ManagerBasedRlEnv, name: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+  """World-aligned bounds (lo, hi) [num_envs, 3] of an entity's geoms, env frame."""
+  key = (id(env.sim.mj_model), name)
+  if key not in _SHAPE_CACHE:
+    gids = env.scene[name].indexing.geom_ids.cpu().numpy()
+    shapes = [_geom_points(env.sim.mj_model, int(g)) for g in gids]
+    most = max(len(p) for p, _ in shapes)
+    points = np.zeros((len(gids), most, 3))
+    for g, (p, _) in enumerate(shapes):
+      points[g] = np.concatenate([p, np.repeat(p[:1], most - len(p), axis=0)])
+    radius = np.array([r for _, r in shapes])
+    _SHAPE_CACHE[key] = (
+      torch.as_tensor(gids, device=env.device),
+      torch.as_tensor(points, dtype=torch.float32, device=env.device),
+      torch.as_tensor(radius, dtype=torch.float32, device=env.device),
+    )
+  gids, points, radius = _SHAPE_CACHE[key]
+  rot = env.sim.data.geom_xmat[:, gids]  # [B, G, 3, 3]
+  world = (
+    torch.einsum("bgij,gpj->bgpi", rot, points) + env.sim.data.geom_xpos[:, gids, None]
+  )
+  lo = (world.amin(dim=2) - radius[None, :, None]).amin(dim=1)
+  hi = (world.amax(dim=2) + radius[None, :, None]).amax(dim=1)
+  origin = env.scene.env_origins
+  return lo - origin, hi - origin
+
+
+def _origin_pad(origins: torch.Tensor) -> torch.Tensor:
+  """Env origins as a [B, 13] root-state offset (positions only)."""
+  pad = torch.zeros(origins.shape[0], 13, device=origins.device)
+  pad[:, :3] = origins
+  return pad
+
+
+def pourer(env: ManagerBasedRlEnv) -> BinPourer:
+  """The environment's pourer (poured counts, pile heights, snapshot)."""
+  term = env.event_manager.get_term_cfg("pour").func
+  assert isinstance(term, BinPourer)
+  return term
+
+
+def bin_pick_env_cfg(
+  play: bool = False,
+  objects: int = 12,
+  bin_width: float = DEFAULT_BIN_WIDTH,
+  bin_height: float = DEFAULT_BIN_HEIGHT,
+  cameras: bool = False,
+  arm_action: Literal["cartesian", "joint"] = "cartesian",
+  num_envs: int = 1,
+  object_seed: int = 0,
+  pour_seed: int = 0,
+) -> ManagerBasedRlEnvCfg:
+  """Bin-picking scene.
+
+  Args:
+    play: Evaluation variant (longer episodes).
+    objects: Object slots, the most the pourer may pour.
+    bin_width: Inner bin width [m] (x), default 0.128.
+    bin_height: Inner wall height [m], default 0.150.
+    cameras: Create the wrist D415 (320x180) and scene camera sensors. When
+      False no camera sensor exists and nothing is rendered.
+    arm_action: ``"cartesian"`` for policies, ``"joint"`` for joint experts.
+    num_envs: Number of parallel environments.
+    object_seed: Seed of the object set (shapes, sizes, densities).
+    pour_seed: Seed of the pour (drop positions and orientations).
+  """
+  if objects < 1:
+    raise ValueError("objects must be at least 1.")
+  if not (0.06 <= bin_width <= 0.4 and 0.03 <= bin_height <= 0.3):
+    raise ValueError(
+      f"bin width {bin_width} m / height {bin_height} m outside the supported "
+      "0.06-0.4 m / 0.03-0.3 m."
+    )
+  geometry = BinGeometry(width=bin_width, height=bin_height)
+  descs = tuple(describe_objects(objects, seed=object_seed))
+  names = tuple(d.name for d in descs)
+  entities: dict[str, EntityCfg] = {
+    "bin": EntityCfg(
+      init_state=EntityCfg.InitialStateCfg(pos=(*BIN_CENTRE, 0.0)),
+      spec_fn=lambda: bin_spec(geometry),
+    )
+  }
+  for k, desc in enumerate(descs):
+    entities[desc.name] = EntityCfg(
+      init_state=EntityCfg.InitialStateCfg(pos=(PARKING_X, -0.8 + 0.16 * k, 0.1)),
+      spec_fn=lambda d=desc: object_spec(d),
+    )
+  cfg = make_robot_env_cfg(
+    entities=entities,
+    arm_action=arm_action,
+    with_camera=True,
+    num_envs=num_envs,
+    episode_length_s=180.0 if play else 60.0,
+  )
+  # Contact buffers sized for the pile (MuJoCo Warp); overflow is reported
+  # per environment by mjlab_tasks.common.mdp.physics_health.
+  cfg.sim.nconmax = 64 + 24 * objects
+  cfg.sim.njmax = 8 * cfg.sim.nconmax
+  cfg.events["pour"] = EventTermCfg(
+    func=BinPourer,
+    mode="reset",
+    params={
+      "pour": PourCfg(objects=descs, geometry=geometry, seed=pour_seed, names=names)
+    },
+  )
+  cfg.terminations = {
+    "time_out": TerminationTermCfg(func=mjlab_terms.time_out, time_out=True),
+    "nan": TerminationTermCfg(func=mjlab_terms.nan_detection),
+  }
+  if cameras:
+    cfg.scene.sensors = (
+      *cfg.scene.sensors,
+      CameraSensorCfg(
+        name="wrist_d415",
+        camera_name=f"{ROBOT}/wrist_d415",
+        width=320,
+        height=180,
+        data_types=("rgb", "depth"),
+      ),
+      CameraSensorCfg(
+        name="scene_camera",
+        pos=(1.3, 0.0, 0.9),
+        quat=_look_at_quat((1.3, 0.0, 0.9), (*BIN_CENTRE, 0.05)),
+        fovy=50.0,
+        width=320,
+        height=240,
+        data_types=("rgb",),
+      ),
+    )
+  return cfg
+
+
+def _look_at_quat(eye, target) -> tuple[float, float, float, float]:
+  """MuJoCo camera quaternion (w, x, y, z) looking from ``eye`` at ``target``."""
+  forward = np.subtract(target, eye)
+  forward /= np.linalg.norm(forward)
+  z = -forward  # Cameras look along their -z.
+  x = np.cross([0.0, 0.0, 1.0], z)
+  x /= np.linalg.norm(x)
+  y = np.cross(z, x)
+  quat = np.zeros(4)
+  mujoco.mju_mat2Quat(quat, np.stack([x, y, z], axis=1).ravel())
+  return tuple(float(v) for v in quat)
