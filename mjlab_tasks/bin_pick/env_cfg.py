@@ -27,10 +27,13 @@ from mjlab.envs import ManagerBasedRlEnvCfg
 from mjlab.envs.mdp import terminations as mjlab_terms
 from mjlab.envs.mdp.events import reset_scene_to_default
 from mjlab.managers.event_manager import EventTermCfg
+from mjlab.managers.observation_manager import ObservationGroupCfg, ObservationTermCfg
+from mjlab.managers.scene_entity_config import SceneEntityCfg
 from mjlab.managers.termination_manager import TerminationTermCfg
 from mjlab.sensor import CameraSensorCfg
 
 from assets.objects import ObjectDesc, describe_objects, object_spec
+from mjlab_tasks.common import mdp as common_mdp
 from mjlab_tasks.common.scene import ROBOT, make_robot_env_cfg
 
 if TYPE_CHECKING:
@@ -407,6 +410,14 @@ def bin_pick_env_cfg(
       "pour": PourCfg(objects=descs, geometry=geometry, seed=pour_seed, names=names)
     },
   )
+  # Actor: proprioception (a vision policy adds the wrist camera). Critic: also
+  # the privileged object poses.
+  critic = dict(cfg.observations["actor"].terms)
+  for desc in descs:
+    critic[f"{desc.name}_pose"] = ObservationTermCfg(
+      func=common_mdp.root_pose, params={"asset_cfg": SceneEntityCfg(desc.name)}
+    )
+  cfg.observations["critic"] = ObservationGroupCfg(critic, enable_corruption=False)
   cfg.terminations = {
     "time_out": TerminationTermCfg(func=mjlab_terms.time_out, time_out=True),
     "nan": TerminationTermCfg(func=mjlab_terms.nan_detection),

@@ -2,8 +2,8 @@
 
 from mjlab.tasks.registry import register_mjlab_task
 
+from mjlab_tasks.common.rl_cfg import ppo_runner_cfg
 from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
-from mjlab_tasks.cube_tray.rl_cfg import cube_tray_ppo_runner_cfg
 
 TASK_ID = "CubeTray-UR5-RG2"
 
@@ -11,5 +11,5 @@ register_mjlab_task(
   task_id=TASK_ID,
   env_cfg=cube_tray_env_cfg(),
   play_env_cfg=cube_tray_env_cfg(play=True),
-  rl_cfg=cube_tray_ppo_runner_cfg(),
+  rl_cfg=ppo_runner_cfg("cube_tray_ur5_rg2"),
 )

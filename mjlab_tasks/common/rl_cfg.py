@@ -1,9 +1,9 @@
-"""PPO runner settings for the cube-in-tray task (untuned starting point)."""
+"""PPO runner settings shared by the suite's tasks (an untuned starting point)."""
 
 from mjlab.rl import RslRlModelCfg, RslRlOnPolicyRunnerCfg, RslRlPpoAlgorithmCfg
 
 
-def cube_tray_ppo_runner_cfg() -> RslRlOnPolicyRunnerCfg:
+def ppo_runner_cfg(experiment_name: str) -> RslRlOnPolicyRunnerCfg:
   return RslRlOnPolicyRunnerCfg(
     actor=RslRlModelCfg(
       hidden_dims=(256, 256, 128),
@@ -32,7 +32,7 @@ def cube_tray_ppo_runner_cfg() -> RslRlOnPolicyRunnerCfg:
       desired_kl=0.01,
       max_grad_norm=1.0,
     ),
-    experiment_name="cube_tray_ur5_rg2",
+    experiment_name=experiment_name,
     save_interval=100,
     num_steps_per_env=24,
     max_iterations=5_000,
