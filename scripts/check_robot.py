@@ -58,7 +58,7 @@ def main(args: Args) -> int:
   from assets.ur5_rg2 import ARM_JOINT_NAMES
   from mjlab_tasks.common.c_engine import make_env, resolve_engine
   from mjlab_tasks.common.kinematics import ArmKinematics, tool_down_rotation
-  from mjlab_tasks.common.mdp import wrist_force
+  from mjlab_tasks.common.mdp import physics_health, wrist_force
   from mjlab_tasks.common.scene import ROBOT, cube_entity_cfg, make_robot_env_cfg
 
   cfg = make_robot_env_cfg(
@@ -107,6 +107,8 @@ def main(args: Args) -> int:
   action = torch.zeros(n, 7, device=device)
   action[:, 6] = -1.0
   marks: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+  overflow_seen = torch.zeros(n, dtype=torch.bool, device=device)
+  nonfinite_seen = torch.zeros(n, dtype=torch.bool, device=device)
   start = time.perf_counter()
   with tqdm(total=sum(p[1] for p in phases), desc="check_robot", unit="step") as bar:
     for name, steps, lift in phases:
@@ -117,6 +119,9 @@ def main(args: Args) -> int:
       )
       for _ in range(steps):
         env.step(action)
+        health = physics_health(env)
+        overflow_seen |= health["contact_overflow"]
+        nonfinite_seen |= health["nonfinite"]
         bar.update(1)
   wall = time.perf_counter() - start
   tool_end, cube_end = arm_term.tool_pose_w()[0], cube.data.root_link_pos_w
@@ -126,7 +131,7 @@ def main(args: Args) -> int:
   slip = (cube_hold0 - tool_hold0)[:, 2] - (cube_end - tool_end)[:, 2]
   lifted = (cube_end - env.scene.env_origins)[:, 2] - 0.02
   force_z = wrist_force(env)[:, 2]
-  held = (lifted > 0.09) & (slip.abs() < 0.002)
+  held = (lifted > 0.09) & (slip.abs() < 0.002) & ~nonfinite_seen
 
   rows = []
   for i in range(n):
@@ -140,6 +145,8 @@ def main(args: Args) -> int:
         "slip_over_2s_mm": round(float(slip[i]) * 1e3, 3),
         "wrist_force_z_N": round(float(force_z[i]), 4),
         "held": bool(held[i]),
+        "contact_overflow": bool(overflow_seen[i]),
+        "nonfinite_state": bool(nonfinite_seen[i]),
       }
     )
   report = {
@@ -168,6 +175,11 @@ def main(args: Args) -> int:
     f"held {int(held.sum())}/{n} cubes; {report['env_steps_per_s']} env steps/s on "
     f"{device}, {engine} engine (policy 20 Hz, physics 1 kHz)."
   )
+  if bool(overflow_seen.any() | nonfinite_seen.any()):
+    print(
+      f"WARNING: contact overflow in envs {overflow_seen.nonzero().flatten().tolist()}, "
+      f"non-finite state in envs {nonfinite_seen.nonzero().flatten().tolist()}."
+    )
   if out_dir is not None:
     (out_dir / "report.json").write_text(json.dumps(report, indent=2))
     print(f"wrote {out_dir / 'report.json'}")

@@ -54,6 +54,22 @@ def test_evaluate_cube_tray_writes_report_and_video_and_refuses_reuse(tmp_path):
   assert (out_dir / "video_poses.npz").exists()
   assert "success 2/2" in result.stdout
 
+  # A separate command re-renders the run from its recorded poses alone.
+  again_dir = tmp_path / "rerender"
+  rerender = run(
+    "render_poses.py",
+    "--poses",
+    str(out_dir / "video_poses.npz"),
+    "--output",
+    str(again_dir),
+    "--width",
+    "160",
+    "--height",
+    "120",
+  )
+  assert rerender.returncode == 0, rerender.stderr[-3000:]
+  assert (again_dir / "rerender_000.mp4").stat().st_size > 2_000
+
   again = run("evaluate_cube_tray.py", "--num-envs", "1", "--output", str(out_dir))
   assert again.returncode != 0
   assert "already exists" in again.stderr
