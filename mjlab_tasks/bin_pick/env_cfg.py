@@ -34,6 +34,7 @@ from mjlab.sensor import CameraSensorCfg
 
 from assets.objects import ObjectDesc, describe_objects, object_spec
 from mjlab_tasks.common import mdp as common_mdp
+from mjlab_tasks.common.props import open_box_spec
 from mjlab_tasks.common.scene import ROBOT, make_robot_env_cfg
 
 if TYPE_CHECKING:
@@ -72,39 +73,16 @@ class BinGeometry:
 
 def bin_spec(geom: BinGeometry) -> mujoco.MjSpec:
   """The bin (floor and four walls) plus a visual drop-destination marker."""
-  spec = mujoco.MjSpec()
-  body = spec.worldbody.add_body(name="bin")
-  hx, hy = geom.width / 2 + BIN_WALL, geom.length / 2 + BIN_WALL
-  grey = [0.45, 0.5, 0.55, 1.0]
-  body.add_geom(
-    name="bin_floor",
-    type=mujoco.mjtGeom.mjGEOM_BOX,
-    size=[hx, hy, BIN_FLOOR / 2],
-    pos=[0, 0, BIN_FLOOR / 2],
-    rgba=grey,
+  spec = open_box_spec(
+    "bin",
+    geom.width,
+    geom.length,
+    geom.height,
+    BIN_WALL,
+    BIN_FLOOR,
+    (0.45, 0.5, 0.55, 1.0),
   )
-  wall_z = BIN_FLOOR + geom.height / 2
-  for name, pos, size in (
-    ("bin_wall_px", (geom.width / 2 + BIN_WALL / 2, 0), (BIN_WALL / 2, hy)),
-    ("bin_wall_nx", (-geom.width / 2 - BIN_WALL / 2, 0), (BIN_WALL / 2, hy)),
-    (
-      "bin_wall_py",
-      (0, geom.length / 2 + BIN_WALL / 2),
-      (geom.width / 2, BIN_WALL / 2),
-    ),
-    (
-      "bin_wall_ny",
-      (0, -geom.length / 2 - BIN_WALL / 2),
-      (geom.width / 2, BIN_WALL / 2),
-    ),
-  ):
-    body.add_geom(
-      name=name,
-      type=mujoco.mjtGeom.mjGEOM_BOX,
-      size=[*size, geom.height / 2],
-      pos=[*pos, wall_z],
-      rgba=grey,
-    )
+  body = spec.body("bin")
   dx, dy = DROP_DESTINATION[0] - BIN_CENTRE[0], DROP_DESTINATION[1] - BIN_CENTRE[1]
   body.add_geom(
     name="drop_destination",

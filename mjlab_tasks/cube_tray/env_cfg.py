@@ -37,6 +37,7 @@ from mjlab.utils.noise import UniformNoiseCfg
 
 from assets.ur5_rg2 import TCP_SITE_NAME
 from mjlab_tasks.common import mdp as common_mdp
+from mjlab_tasks.common.props import open_box_spec
 from mjlab_tasks.common.scene import (
   ROBOT,
   cube_entity_cfg,
@@ -62,45 +63,16 @@ TRAY_RANGE = {"x": (0.40, 0.55), "y": (0.08, 0.25)}
 
 def tray_spec() -> mujoco.MjSpec:
   """Tray: floor plus four walls, inner footprint 2 * TRAY_INNER_HALF square."""
-  spec = mujoco.MjSpec()
-  body = spec.worldbody.add_body(name="tray")
-  outer = TRAY_INNER_HALF + TRAY_WALL
-  rgba = [0.55, 0.45, 0.3, 1.0]
-  body.add_geom(
-    name="tray_floor",
-    type=mujoco.mjtGeom.mjGEOM_BOX,
-    size=[outer, outer, TRAY_FLOOR / 2],
-    pos=[0, 0, TRAY_FLOOR / 2],
-    rgba=rgba,
+  inner = 2 * TRAY_INNER_HALF
+  return open_box_spec(
+    "tray",
+    inner,
+    inner,
+    TRAY_WALL_HEIGHT,
+    TRAY_WALL,
+    TRAY_FLOOR,
+    (0.55, 0.45, 0.3, 1.0),
   )
-  wall_z = TRAY_FLOOR + TRAY_WALL_HEIGHT / 2
-  centre = TRAY_INNER_HALF + TRAY_WALL / 2
-  for name, pos, size in (
-    ("tray_wall_px", (centre, 0, wall_z), (TRAY_WALL / 2, outer, TRAY_WALL_HEIGHT / 2)),
-    (
-      "tray_wall_nx",
-      (-centre, 0, wall_z),
-      (TRAY_WALL / 2, outer, TRAY_WALL_HEIGHT / 2),
-    ),
-    (
-      "tray_wall_py",
-      (0, centre, wall_z),
-      (TRAY_INNER_HALF, TRAY_WALL / 2, TRAY_WALL_HEIGHT / 2),
-    ),
-    (
-      "tray_wall_ny",
-      (0, -centre, wall_z),
-      (TRAY_INNER_HALF, TRAY_WALL / 2, TRAY_WALL_HEIGHT / 2),
-    ),
-  ):
-    body.add_geom(
-      name=name,
-      type=mujoco.mjtGeom.mjGEOM_BOX,
-      size=list(size),
-      pos=list(pos),
-      rgba=rgba,
-    )
-  return spec
 
 
 def _offsets_from_nominal(
