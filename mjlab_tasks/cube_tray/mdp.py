@@ -90,13 +90,6 @@ def verdict_flag(env: ManagerBasedRlEnv, key: str) -> torch.Tensor:
   return cube_tray_verdict(env)[key].float()
 
 
-def settled_fraction(env: ManagerBasedRlEnv) -> torch.Tensor:
-  """Settling clock as a fraction of the required time, [num_envs] in [0, 1]."""
-  term = env.termination_manager.get_term_cfg(SUCCESS_TERM).func
-  evaluator = term.evaluator
-  return (evaluator.settled_time / evaluator.th.settle_time).clamp(max=1.0)
-
-
 def reach_cube(
   env: ManagerBasedRlEnv,
   tcp_site: str,
