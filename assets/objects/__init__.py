@@ -85,7 +85,7 @@ def object_spec(desc: ObjectDesc, rgba=(0.3, 0.6, 0.8, 1.0)) -> mujoco.MjSpec:
   body = spec.worldbody.add_body(name="obj")
   body.add_freejoint(name="obj_joint")
   common = dict(
-    density=desc.density, rgba=list(rgba), condim=4, friction=[0.8, 0.005, 0.0001]
+    density=desc.density, rgba=list(rgba), condim=6, friction=[0.8, 0.005, 0.0001]
   )
   p = desc.params
   if desc.kind in ("box", "wide"):

@@ -27,12 +27,16 @@ from mjlab.envs import ManagerBasedRlEnvCfg
 from mjlab.envs.mdp import terminations as mjlab_terms
 from mjlab.envs.mdp.events import reset_scene_to_default
 from mjlab.managers.event_manager import EventTermCfg
+from mjlab.managers.metrics_manager import MetricsTermCfg
 from mjlab.managers.observation_manager import ObservationGroupCfg, ObservationTermCfg
+from mjlab.managers.reward_manager import RewardTermCfg
 from mjlab.managers.scene_entity_config import SceneEntityCfg
 from mjlab.managers.termination_manager import TerminationTermCfg
-from mjlab.sensor import CameraSensorCfg
+from mjlab.sensor import CameraSensorCfg, ContactMatch, ContactSensorCfg
 
 from assets.objects import ObjectDesc, describe_objects, object_spec
+from evaluators.bin_pick import BinLayout
+from mjlab_tasks.bin_pick import mdp
 from mjlab_tasks.common import mdp as common_mdp
 from mjlab_tasks.common.props import open_box_spec
 from mjlab_tasks.common.scene import ROBOT, make_robot_env_cfg
@@ -56,6 +60,20 @@ class BinGeometry:
   width: float = DEFAULT_BIN_WIDTH
   height: float = DEFAULT_BIN_HEIGHT
   length: float = BIN_LENGTH
+
+  def layout(self) -> BinLayout:
+    """Bin outer footprint and drop destination, for the evaluator."""
+    (x0, x1), (y0, y1) = self.inner_bounds()
+    return BinLayout(
+      bin_outer_x=(x0 - BIN_WALL, x1 + BIN_WALL),
+      bin_outer_y=(y0 - BIN_WALL, y1 + BIN_WALL),
+      drop_xy=DROP_DESTINATION,
+    )
+
+  @property
+  def rim_z(self) -> float:
+    """Height of the wall tops above the table [m]."""
+    return BIN_FLOOR + self.height
 
   def inner_bounds(self) -> tuple[tuple[float, float], tuple[float, float]]:
     """(x_min, x_max), (y_min, y_max) of the inner walls, env frame."""
@@ -396,9 +414,34 @@ def bin_pick_env_cfg(
       func=common_mdp.root_pose, params={"asset_cfg": SceneEntityCfg(desc.name)}
     )
   cfg.observations["critic"] = ObservationGroupCfg(critic, enable_corruption=False)
+  # Which objects a robot body touches (the delivery rule's "released").
+  cfg.scene.sensors = (
+    *cfg.scene.sensors,
+    *(
+      ContactSensorCfg(
+        name=mdp.robot_contact_sensor_name(desc.name),
+        primary=ContactMatch(mode="body", pattern="obj", entity=desc.name),
+        secondary=ContactMatch(mode="subtree", pattern="base", entity=ROBOT),
+        fields=("found",),
+        reduce="none",
+      )
+      for desc in descs
+    ),
+  )
   cfg.terminations = {
     "time_out": TerminationTermCfg(func=mjlab_terms.time_out, time_out=True),
+    mdp.CLEARED_TERM: TerminationTermCfg(
+      func=mdp.BinCleared, params={"layout": geometry.layout()}
+    ),
     "nan": TerminationTermCfg(func=mjlab_terms.nan_detection),
+  }
+  cfg.rewards = {
+    "delivered": RewardTermCfg(func=mdp.delivered_fraction, weight=1.0),
+    "bin_cleared": RewardTermCfg(func=mdp.bin_cleared_flag, weight=10.0),
+  }
+  cfg.metrics = {
+    "delivered_fraction": MetricsTermCfg(func=mdp.delivered_fraction, reduce="last"),
+    "bin_cleared": MetricsTermCfg(func=mdp.bin_cleared_flag, reduce="max"),
   }
   if cameras:
     cfg.scene.sensors = (

@@ -151,6 +151,11 @@ class CartesianPoseAction(_ArmActionBase):
   def raw_action(self) -> torch.Tensor:
     return self._raw_actions
 
+  @property
+  def has_target(self) -> torch.Tensor:
+    """Environments whose target pose is set (an action arrived since reset) [B]."""
+    return self._has_target
+
   def tool_pose_w(self) -> tuple[torch.Tensor, torch.Tensor]:
     """Current tool position [B, 3] and quaternion (w, x, y, z) [B, 4]."""
     data = self._env.sim.data

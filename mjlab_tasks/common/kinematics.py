@@ -37,22 +37,33 @@ class ArmKinematics:
     self,
     base_pos: tuple[float, float, float] = (0.0, 0.0, 0.0),
     base_quat: tuple[float, float, float, float] = BASE_QUAT_FACING_X,
+    *,
+    model: mujoco.MjModel | None = None,
+    data: mujoco.MjData | None = None,
+    prefix: str = "",
   ):
-    spec = build_ur5_rg2_spec()
-    base = spec.body("base")
-    base.pos = list(base_pos)
-    base.quat = list(base_quat)
-    self.model = spec.compile()
-    self.data = mujoco.MjData(self.model)
-    self._site = self.model.site(TCP_SITE_NAME).id
-    self._dofs = np.array([self.model.joint(n).dofadr[0] for n in ARM_JOINT_NAMES])
-    self._qadr = np.array([self.model.joint(n).qposadr[0] for n in ARM_JOINT_NAMES])
-    self._lo = self.model.jnt_range[
-      [self.model.joint(n).id for n in ARM_JOINT_NAMES], 0
-    ]
-    self._hi = self.model.jnt_range[
-      [self.model.joint(n).id for n in ARM_JOINT_NAMES], 1
-    ]
+    """Robot-only model with its base at ``base_pos``/``base_quat``; or, given
+    ``model`` and ``data``, the robot (names prefixed ``prefix``) inside a
+    larger scene, posed in that scene's world frame (``base_*`` unused)."""
+    if model is None:
+      spec = build_ur5_rg2_spec()
+      base = spec.body("base")
+      base.pos = list(base_pos)
+      base.quat = list(base_quat)
+      model = spec.compile()
+    self.model = model
+    self.data = mujoco.MjData(model) if data is None else data
+    self._site = model.site(prefix + TCP_SITE_NAME).id
+    joints = [model.joint(prefix + n) for n in ARM_JOINT_NAMES]
+    self._dofs = np.array([j.dofadr[0] for j in joints])
+    self._qadr = np.array([j.qposadr[0] for j in joints])
+    self._lo = model.jnt_range[[j.id for j in joints], 0]
+    self._hi = model.jnt_range[[j.id for j in joints], 1]
+
+  @property
+  def qpos_adr(self) -> np.ndarray:
+    """qpos addresses of the arm joints [6]."""
+    return self._qadr
 
   def tool_pose(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Tool site position [3] and rotation matrix [3, 3] at arm joints ``q``."""

@@ -1,0 +1,474 @@
+"""Bin-picking expert (seed 002): replica-planned grasps, live batched execution.
+
+Privileged: reads object poses and shapes. Planning runs on a CPU kinematic
+replica (``GraspReplica``) per environment, only when an environment needs a
+new grasp, in a thread pool. Execution is one state machine over all
+environments at once (tensor code), issuing the task's own 20 Hz Cartesian
+actions (5 mm / 1 degree per unit) and normalized gripper actions:
+
+  plan       replica: the first feasible grasp over eligible objects
+  move_above transit height above the grasp, hand turned to the grasp
+  descend    vertical approach to the open grasp
+  (the gripper is pre-shaped: opened to the grasp width plus a margin)
+  close      gripper closed (-1) against the actuator's effort bound [-3, 3]
+  lift       vertical, to the carry height (object clear of the rim)
+  carry      at the carry height to above a free drop slot
+  lower      near the table (object just above it)
+  release    gripper open
+  retreat    vertical, back to the transit height
+  verify     wait for the evaluator's delivery verdict for the object
+  recover    after a slip, an empty grasp or a motion timeout: open and
+             rise vertically, then plan again
+  done       bin cleared, or no feasible grasp left (``finished``)
+
+Slips are seen as object-relative motion: the object's position in the tool
+frame moving more than ``slip_tolerance`` from where the close left it.
+No pick order is prescribed: the planner tries the highest objects first;
+an object that slipped onto the reachable table stays eligible.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from mjlab.utils.lab_api.math import (
+  axis_angle_from_quat,
+  matrix_from_quat,
+  quat_from_matrix,
+  quat_inv,
+  quat_mul,
+)
+
+from assets.ur5_rg2 import GRIPPER_ACTUATOR_NAME
+from assets.ur5_rg2.model import RG2_MAX_OPENING, RG2_PAD_HALF
+from evaluators.bin_pick import CONDITIONS, failed_condition
+from experts.bin_pick.replica import GraspReplica, PlanResult, ReplicaCfg
+from mjlab_tasks.bin_pick.env_cfg import DROP_DESTINATION, PARKING_X, pourer
+from mjlab_tasks.bin_pick.mdp import bin_pick_verdict
+from mjlab_tasks.common.scene import ROBOT
+
+if TYPE_CHECKING:
+  from mjlab.envs import ManagerBasedRlEnv
+
+
+class Stage(IntEnum):
+  PLAN = 0
+  MOVE_ABOVE = 1
+  DESCEND = 2
+  CLOSE = 3
+  LIFT = 4
+  CARRY = 5
+  LOWER = 6
+  RELEASE = 7
+  RETREAT = 8
+  VERIFY = 9
+  RECOVER = 10
+  DONE = 11
+
+
+STAGE_NAMES = {s: s.name.lower() for s in Stage}
+_MOTION = (
+  Stage.MOVE_ABOVE,
+  Stage.DESCEND,
+  Stage.LIFT,
+  Stage.CARRY,
+  Stage.LOWER,
+  Stage.RETREAT,
+  Stage.RECOVER,
+)
+GRIPPER_OPEN, GRIPPER_CLOSED = 1.0, -1.0
+
+
+@dataclass(frozen=True)
+class BinPickExpertCfg:
+  transit_clearance: float = 0.06
+  """Tool height above the rim (and the pile) for transit and approach [m]."""
+  carry_clearance: float = 0.04
+  """Carried object's lowest point above the rim [m]."""
+  release_gap: float = 0.004
+  """Object's lowest point above the table at release [m]."""
+  min_release_tool_z: float = RG2_PAD_HALF[2] + 0.012
+  """Lowest tool height at release (pads clear of the table) [m]."""
+  drop_slot_radius: float = 0.08
+  """Ring of drop slots around the drop destination [m]."""
+  pos_tolerance: float = 0.004
+  rot_tolerance: float = np.radians(3.0)
+  close_time: float = 0.6
+  release_time: float = 0.5
+  verify_time: float = 3.0
+  """Longest wait for the delivery verdict after the retreat [s]."""
+  empty_grasp_opening: float = -0.9
+  """Normalized opening below which a closed gripper holds nothing."""
+  slip_tolerance: float = 0.02
+  """Object-relative motion [m] that counts as a slip."""
+  stage_timeout: float = 8.0
+  """Longest time of one motion stage [s]."""
+  max_attempts: int = 3
+  """Failed attempts after which an object is no longer tried."""
+  reach: tuple[float, float] = (0.25, 0.8)
+  """Horizontal distance from the robot base of an eligible object [m]."""
+  num_workers: int = 2
+  replica: ReplicaCfg = field(default_factory=ReplicaCfg)
+
+
+@dataclass
+class EnvLog:
+  """What happened in one environment (for reports)."""
+
+  transitions: list[dict] = field(default_factory=list)
+  failures: Counter = field(default_factory=Counter)
+  rejections: Counter = field(default_factory=Counter)
+  plans: int = 0
+  planned_candidates: int = 0
+  delivery_times: list[float] = field(default_factory=list)
+  outcome: str | None = None
+  outcome_time: float | None = None
+  planning_wall_s: float = 0.0
+
+
+class BinPickExpert:
+  """Batched bin-picking expert; the environment must use Cartesian actions."""
+
+  def __init__(
+    self, env: ManagerBasedRlEnv, cfg: BinPickExpertCfg = BinPickExpertCfg()
+  ):
+    self.env, self.cfg = env, cfg
+    self.arm = env.action_manager.get_term("arm")
+    if not hasattr(self.arm, "desired_pos_w"):
+      raise ValueError(
+        "BinPickExpert needs Cartesian arm actions (arm_action='cartesian')."
+      )
+    self.pour = pourer(env)
+    self.names = self.pour.cfg.names
+    self.geometry = self.pour.cfg.geometry
+    n, k, dev = env.num_envs, len(self.names), env.device
+    self.device = dev
+    self._objects = [env.scene[name] for name in self.names]
+    self._object_geoms = [
+      env.scene[name].indexing.geom_ids.cpu().tolist() for name in self.names
+    ]
+    self._tendon = env.sim.mj_model.tendon(f"{ROBOT}/{GRIPPER_ACTUATOR_NAME}").id
+    self._base_xy = (
+      env.scene[ROBOT].data.root_link_pos_w[:, :2] - env.scene.env_origins[:, :2]
+    )
+    self.stage = torch.full((n,), int(Stage.PLAN), dtype=torch.long, device=dev)
+    self.stage_time = torch.zeros(n, device=dev)
+    self.time = torch.zeros(n, device=dev)
+    self.target_obj = torch.full((n,), -1, dtype=torch.long, device=dev)
+    self.target_pos = torch.zeros(n, 3, device=dev)
+    self.target_quat = torch.zeros(n, 4, device=dev)
+    self.target_quat[:, 0] = 1.0
+    self.gripper = torch.full((n,), GRIPPER_OPEN, device=dev)
+    self.open_command = torch.full((n,), GRIPPER_OPEN, device=dev)
+    self.grasp_pos = torch.zeros(n, 3, device=dev)
+    self.grasp_quat = torch.zeros(n, 4, device=dev)
+    self.transit_z = torch.zeros(n, device=dev)
+    self.carry_z = torch.zeros(n, device=dev)
+    self.release_z = torch.zeros(n, device=dev)
+    self.grasp_above_bottom = torch.zeros(n, device=dev)
+    self.hold_offset = torch.zeros(n, 3, device=dev)  # Object in the tool frame.
+    self.drop_xy = torch.zeros(n, 2, device=dev)
+    self.attempts = torch.zeros(n, k, dtype=torch.long, device=dev)
+    self.logs = [EnvLog() for _ in range(n)]
+    self._local = threading.local()
+    self._pool = ThreadPoolExecutor(max_workers=max(1, cfg.num_workers))
+    slots = [np.zeros(2)] + [
+      cfg.drop_slot_radius * np.array([np.cos(a), np.sin(a)])
+      for a in np.linspace(0, 2 * np.pi, 7)[:-1]
+    ]
+    self._slots = torch.tensor(
+      np.array(slots) + np.array(DROP_DESTINATION), dtype=torch.float32, device=dev
+    )
+
+  # Helpers.
+
+  def _replica(self) -> GraspReplica:
+    if not hasattr(self._local, "replica"):
+      self._local.replica = GraspReplica(
+        self.env.sim.mj_model, self._object_geoms, cfg=self.cfg.replica
+      )
+    return self._local.replica
+
+  def _tool(self) -> tuple[torch.Tensor, torch.Tensor]:
+    pos, quat = self.arm.tool_pose_w()
+    return pos - self.env.scene.env_origins, quat
+
+  def _object_pos(self) -> torch.Tensor:
+    """Object centres, env frame [B, K, 3]."""
+    origins = self.env.scene.env_origins.unsqueeze(1)
+    return torch.stack([o.data.root_link_pos_w for o in self._objects], 1) - origins
+
+  def _log(self, env_id: int, new: Stage, note: str = "") -> None:
+    self.logs[env_id].transitions.append(
+      {
+        "t": round(float(self.time[env_id]), 3),
+        "from": STAGE_NAMES[Stage(int(self.stage[env_id]))],
+        "to": STAGE_NAMES[new],
+        "object": int(self.target_obj[env_id]),
+        "note": note,
+      }
+    )
+
+  def _enter(self, mask: torch.Tensor, new: Stage, note: str = "") -> None:
+    for i in mask.nonzero().flatten().tolist():
+      self._log(i, new, note)
+    self.stage[mask] = int(new)
+    self.stage_time[mask] = 0.0
+
+  def _fail(self, mask: torch.Tensor, reason: str) -> None:
+    """A failed attempt: count it and recover (open, rise vertically)."""
+    if not bool(mask.any()):
+      return
+    ids = mask.nonzero().flatten()
+    for i in ids.tolist():
+      self.logs[i].failures[reason] += 1
+    obj = self.target_obj[ids]
+    self.attempts[ids, obj.clamp_min(0)] += (obj >= 0).long()
+    self._enter(mask, Stage.RECOVER, reason)
+    tool_pos, _ = self._tool()
+    self.target_pos[mask] = tool_pos[mask]
+    self.target_pos[mask, 2] = torch.maximum(tool_pos[mask, 2], self.carry_z[mask])
+    self.gripper[mask] = GRIPPER_OPEN
+
+  @property
+  def done(self) -> torch.Tensor:
+    return self.stage == int(Stage.DONE)
+
+  # Planning (CPU replica, parallel over environments).
+
+  def _eligible(self, verdict: dict[str, torch.Tensor]) -> torch.Tensor:
+    pos = self._object_pos()
+    dist = torch.linalg.vector_norm(pos[..., :2] - self._base_xy.unsqueeze(1), dim=-1)
+    reach = (dist >= self.cfg.reach[0]) & (dist <= self.cfg.reach[1])
+    return (
+      self.pour.in_bin
+      & ~verdict["delivered"]
+      & (self.attempts < self.cfg.max_attempts)
+      & (pos[..., 0] > PARKING_X + 0.3)
+      & reach
+    )
+
+  def _plan(self, ids: list[int]) -> None:
+    verdict = bin_pick_verdict(self.env)
+    eligible = self._eligible(verdict).cpu().numpy()
+    cleared = verdict["bin_cleared"].cpu().numpy()
+    data = self.env.sim.data
+    qpos = data.qpos.detach().cpu().double().numpy()
+    mocap_pos = data.mocap_pos.detach().cpu().double().numpy()
+    mocap_quat = data.mocap_quat.detach().cpu().double().numpy()
+    _, tool_quat = self._tool()
+    tool_rot = matrix_from_quat(tool_quat).cpu().numpy()
+    origins = self.env.scene.env_origins.cpu().numpy()
+    rim = self.geometry.rim_z
+    transit_z = rim + self.cfg.transit_clearance + RG2_PAD_HALF[2]
+
+    def plan_one(i: int) -> tuple[PlanResult | None, float]:
+      if cleared[i]:
+        return None, 0.0
+      start = time.perf_counter()
+      replica = self._replica()
+      replica.pose(qpos[i], mocap_pos[i], mocap_quat[i])
+      arm_q = qpos[i][replica.kin.qpos_adr]
+      yaw = float(np.arctan2(tool_rot[i, 1, 0], tool_rot[i, 0, 0]))
+      result = replica.plan(
+        np.nonzero(eligible[i])[0].tolist(), transit_z + origins[i, 2], arm_q, yaw
+      )
+      return result, time.perf_counter() - start
+
+    results = list(self._pool.map(plan_one, ids))
+    dev = self.device
+    for i, (result, wall) in zip(ids, results, strict=True):
+      log = self.logs[i]
+      log.planning_wall_s += wall
+      if result is None:
+        log.outcome, log.outcome_time = "bin_cleared", float(self.time[i])
+        self._enter(
+          torch.arange(self.env.num_envs, device=dev) == i, Stage.DONE, "bin_cleared"
+        )
+        continue
+      log.plans += 1
+      log.planned_candidates += result.checked
+      log.rejections.update(result.rejections)
+      mask = torch.arange(self.env.num_envs, device=dev) == i
+      if result.plan is None:
+        log.outcome, log.outcome_time = "finished", float(self.time[i])
+        self.target_obj[i] = -1
+        self._enter(mask, Stage.DONE, "no feasible grasp left")
+        continue
+      plan = result.plan
+      origin = torch.tensor(origins[i], dtype=torch.float32, device=dev)
+      self.target_obj[i] = plan.object_index
+      self.grasp_pos[i] = (
+        torch.tensor(plan.position_w, dtype=torch.float32, device=dev) - origin
+      )
+      self.grasp_quat[i] = quat_from_matrix(
+        torch.tensor(plan.rotation_w, dtype=torch.float32, device=dev).unsqueeze(0)
+      )[0]
+      self.transit_z[i] = transit_z
+      self.grasp_above_bottom[i] = plan.grasp_above_bottom
+      self.carry_z[i] = max(
+        transit_z, rim + self.cfg.carry_clearance + plan.grasp_above_bottom
+      )
+      self.release_z[i] = max(
+        self.cfg.min_release_tool_z, self.cfg.release_gap + plan.grasp_above_bottom
+      )
+      self.target_pos[i] = self.grasp_pos[i]
+      self.target_pos[i, 2] = self.transit_z[i]
+      self.target_quat[i] = self.grasp_quat[i]
+      # Pre-shaped: normalized position of the planned opening.
+      self.open_command[i] = 2.0 * plan.open_width / RG2_MAX_OPENING - 1.0
+      self.gripper[i] = self.open_command[i]
+      self._enter(
+        mask,
+        Stage.MOVE_ABOVE,
+        f"grasp {self.names[plan.object_index]} width {plan.width * 1000:.1f} mm "
+        f"(candidate {plan.candidate_rank}, {result.checked} checked)",
+      )
+
+  def _choose_drop(self, ids: torch.Tensor) -> None:
+    """The drop slot farthest from every other object lying near the zone."""
+    pos = self._object_pos()[ids, :, :2]  # [n, K, 2]
+    others = torch.ones(pos.shape[:2], dtype=torch.bool, device=self.device)
+    others[torch.arange(len(ids)), self.target_obj[ids]] = False
+    gaps = torch.linalg.vector_norm(
+      self._slots[None, :, None] - pos[:, None], dim=-1
+    )  # [n, S, K]
+    gaps = torch.where(others[:, None], gaps, torch.inf).amin(-1)  # [n, S]
+    self.drop_xy[ids] = self._slots[gaps.argmax(-1)]
+
+  # One step.
+
+  def act(self) -> torch.Tensor:
+    """Actions [num_envs, 7] (6-D Cartesian delta, gripper) for the next step."""
+    env, cfg, dt = self.env, self.cfg, self.env.step_dt
+    verdict = bin_pick_verdict(env)
+    tool_pos, tool_quat = self._tool()
+    stage = self.stage.clone()
+    pos_err = torch.linalg.vector_norm(self.target_pos - tool_pos, dim=-1)
+    rot_err = torch.linalg.vector_norm(
+      axis_angle_from_quat(quat_mul(self.target_quat, quat_inv(tool_quat))), dim=-1
+    )
+    arrived = (pos_err < cfg.pos_tolerance) & (rot_err < cfg.rot_tolerance)
+    in_motion = torch.zeros_like(arrived)
+    for s in _MOTION:
+      in_motion |= stage == int(s)
+    timed_out = in_motion & (self.stage_time > cfg.stage_timeout)
+    rows = torch.arange(env.num_envs, device=self.device)
+    obj = self.target_obj.clamp_min(0)
+    obj_pos = self._object_pos()[rows, obj]
+    tool_rot = matrix_from_quat(tool_quat)
+    rel = torch.einsum("bji,bj->bi", tool_rot, obj_pos - tool_pos)  # Tool frame.
+    opening = env.sim.data.ten_length[:, self._tendon]
+
+    def at(s: Stage) -> torch.Tensor:
+      return stage == int(s)
+
+    # Slips while the object is held.
+    held = at(Stage.LIFT) | at(Stage.CARRY) | at(Stage.LOWER)
+    slipped = held & (
+      torch.linalg.vector_norm(rel - self.hold_offset, dim=-1) > cfg.slip_tolerance
+    )
+    self._fail(slipped, "slip")
+    # Motion timeouts (recover and retreat time out into planning).
+    grasping = timed_out & ~(at(Stage.RECOVER) | at(Stage.RETREAT))
+    for s in (Stage.MOVE_ABOVE, Stage.DESCEND, Stage.LIFT, Stage.CARRY, Stage.LOWER):
+      self._fail(grasping & at(s), f"timeout_{STAGE_NAMES[s]}")
+    stalled = timed_out & (at(Stage.RECOVER) | at(Stage.RETREAT))
+    self._enter(stalled, Stage.PLAN, "timeout")
+    # One transition per environment and step: decide on this snapshot.
+    stage = self.stage.clone()
+    arrived &= ~timed_out & ~slipped
+
+    # Stage transitions.
+    m = at(Stage.MOVE_ABOVE) & arrived
+    self.target_pos[m] = self.grasp_pos[m]
+    self._enter(m, Stage.DESCEND)
+
+    m = at(Stage.DESCEND) & arrived
+    self.gripper[m] = GRIPPER_CLOSED
+    self._enter(m, Stage.CLOSE)
+
+    m = at(Stage.CLOSE) & (self.stage_time >= cfg.close_time)
+    empty = m & (opening < cfg.empty_grasp_opening)
+    self._fail(empty, "empty_grasp")
+    m &= ~empty
+    self.hold_offset[m] = rel[m]
+    self.target_pos[m, 2] = self.carry_z[m]
+    self._enter(m, Stage.LIFT)
+
+    m = at(Stage.LIFT) & arrived
+    if bool(m.any()):
+      ids = m.nonzero().flatten()
+      self._choose_drop(ids)
+      # Put the object's centre (not the tool) over the slot.
+      offset = (obj_pos - tool_pos)[ids, :2]
+      self.target_pos[ids, :2] = self.drop_xy[ids] - offset
+    self._enter(m, Stage.CARRY)
+
+    m = at(Stage.CARRY) & arrived
+    self.target_pos[m, 2] = self.release_z[m]
+    self._enter(m, Stage.LOWER)
+
+    m = at(Stage.LOWER) & arrived
+    self.gripper[m] = self.open_command[m]
+    self._enter(m, Stage.RELEASE)
+
+    m = at(Stage.RELEASE) & (self.stage_time >= cfg.release_time)
+    self.target_pos[m, 2] = self.carry_z[m]
+    self._enter(m, Stage.RETREAT)
+
+    m = at(Stage.RETREAT) & arrived
+    self._enter(m, Stage.VERIFY)
+
+    m = at(Stage.VERIFY)
+    delivered = verdict["delivered"][rows, obj]
+    ok = m & delivered & (self.stage_time >= 0.2)
+    for i in ok.nonzero().flatten().tolist():
+      self.logs[i].delivery_times.append(round(float(self.time[i]), 3))
+    self._enter(ok, Stage.PLAN, "delivered")
+    bad = m & ~delivered & (self.stage_time >= cfg.verify_time)
+    if bool(bad.any()):
+      first = failed_condition(verdict)[rows, obj]
+      for i in bad.nonzero().flatten().tolist():
+        self.logs[i].failures[f"placement_{CONDITIONS[int(first[i])]}"] += 1
+        self.attempts[i, obj[i]] += 1
+    self._enter(bad, Stage.PLAN, "placement failed")
+
+    m = at(Stage.RECOVER) & arrived
+    self._enter(m, Stage.PLAN)
+
+    plan_ids = at(Stage.PLAN).nonzero().flatten().tolist()
+    if plan_ids:
+      self._plan(plan_ids)
+
+    # Actions toward the targets (direction preserving, within [-1, 1]).
+    scale_t = self.arm.cfg.translation_scale
+    scale_r = self.arm.cfg.rotation_scale
+    has = self.arm.has_target.unsqueeze(-1)
+    base_pos = torch.where(
+      has, self.arm.desired_pos_w - env.scene.env_origins, tool_pos
+    )
+    base_quat = torch.where(has, self.arm.desired_quat_w, tool_quat)
+    move = (self.target_pos - base_pos) / scale_t
+    move = move / move.abs().amax(-1, keepdim=True).clamp_min(1.0)
+    turn = (
+      axis_angle_from_quat(quat_mul(self.target_quat, quat_inv(base_quat))) / scale_r
+    )
+    turn = turn / turn.abs().amax(-1, keepdim=True).clamp_min(1.0)
+    idle = self.done | at(Stage.PLAN)
+    move[idle] = 0.0
+    turn[idle] = 0.0
+    self.stage_time += dt
+    self.time += dt
+    return torch.cat([move, turn, self.gripper.unsqueeze(-1)], dim=-1)
+
+  def close(self) -> None:
+    self._pool.shutdown(wait=True)

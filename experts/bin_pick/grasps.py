@@ -1,0 +1,306 @@
+"""Grasp candidates from cross-sections of an object's collision geometry.
+
+A candidate is a tool pose (pad centre and rotation) plus the width the pads
+will meet. The search runs over closing directions (horizontal, every
+180/12 degrees: the RG2 is symmetric under a half turn), tilts about the
+closing axis and grasp heights along the tool's approach axis.
+
+For each tool rotation the object's collision triangles are expressed in the
+tool frame (u along the closing axis, v along the pad width, s along the
+approach axis, pointing down) and cut by planes ``s = const``: each triangle
+edge that crosses the plane contributes an intersection point, so each cut
+triangle gives a segment of the cross-section. Along the section three pad
+contact strips (``|v - v_k| <= pad half width``) are placed; the width a pad
+pair meets in a strip is the extent along u of the section clipped to that
+strip, taken over three cuts spanning the pad's height (the pads meet the
+widest part within their reach).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import mujoco
+import numpy as np
+
+from assets.ur5_rg2.model import RG2_MAX_OPENING, RG2_PAD_HALF
+
+
+@dataclass(frozen=True)
+class GraspSearchCfg:
+  directions: int = 12
+  """Horizontal closing directions over half a turn."""
+  tilts_deg: tuple[float, ...] = (0.0, -15.0, 15.0, -30.0, 30.0)
+  """Tool tilts about the closing axis (0: approach straight down)."""
+  height_fractions: tuple[float, ...] = (0.5, 0.3, 0.7)
+  """Grasp heights as fractions of the object's span along the approach axis,
+  from its top; plus one level with the pad bottom just above the object's
+  lowest point (``floor_clearance``)."""
+  floor_clearance: float = 0.004
+  """Pad bottom above the object's lowest point at the lowest level [m]."""
+  min_pad_overlap: float = 0.006
+  """Least overlap of pad height and object along the approach axis [m]."""
+  pad_half_width: float = RG2_PAD_HALF[1]
+  pad_half_height: float = RG2_PAD_HALF[2]
+  open_clearance: float = 0.005
+  """Free space each side between the open pads and the widest point [m]."""
+  min_width: float = 0.005
+
+
+@dataclass
+class GraspCandidates:
+  """Candidates for one object, best first (arrays over candidates)."""
+
+  position_w: np.ndarray
+  """Pad centre (tool site) positions [N, 3], world frame."""
+  rotation_w: np.ndarray
+  """Tool rotations [N, 3, 3] (x: closing axis, z: approach, down)."""
+  width: np.ndarray
+  """Width the pads meet [N] [m]."""
+  direction: np.ndarray
+  """Closing-direction index [N]."""
+  tilt: np.ndarray
+  """Tilt about the closing axis [N] [rad]."""
+  strip: np.ndarray
+  """Pad strip offset index (-1, 0, 1) [N]."""
+  level: np.ndarray
+  """Height level index [N] (last: the lowest level)."""
+
+  def __len__(self) -> int:
+    return len(self.width)
+
+
+##
+# Collision geometry as triangles.
+##
+
+
+def _box_triangles(half: np.ndarray) -> np.ndarray:
+  corners = np.array(np.meshgrid([-1, 1], [-1, 1], [-1, 1], indexing="ij")).reshape(
+    3, -1
+  ).T * np.asarray(half)
+  faces = []
+  for axis in range(3):
+    for sign in (-1, 1):
+      idx = np.nonzero(np.sign(corners[:, axis]) == sign)[0]
+      others = [a for a in range(3) if a != axis]
+      # Order the face's 4 corners around it.
+      pts = corners[idx]
+      angle = np.arctan2(pts[:, others[1]], pts[:, others[0]])
+      quad = pts[np.argsort(angle)]
+      faces += [quad[[0, 1, 2]], quad[[0, 2, 3]]]
+  return np.array(faces)
+
+
+def _revolve_triangles(profile: np.ndarray, segments: int) -> np.ndarray:
+  """Triangles of a surface of revolution about z; ``profile`` is [P, 2] of
+  (radius, z), traversed from bottom to top."""
+  phi = np.linspace(0.0, 2 * math.pi, segments + 1)
+  ring = np.stack(
+    [
+      profile[:, None, 0] * np.cos(phi)[None],
+      profile[:, None, 0] * np.sin(phi)[None],
+      np.repeat(profile[:, None, 1], segments + 1, axis=1),
+    ],
+    axis=-1,
+  )  # [P, S+1, 3]
+  a, b = ring[:-1, :-1], ring[:-1, 1:]
+  c, d = ring[1:, :-1], ring[1:, 1:]
+  tris = np.concatenate(
+    [np.stack([a, b, d], axis=-2), np.stack([a, d, c], axis=-2)], axis=0
+  )
+  return tris.reshape(-1, 3, 3)
+
+
+def _capsule_profile(radius: float, half_length: float, rings: int = 8) -> np.ndarray:
+  """(radius, z) from the bottom pole to the top pole of a capsule."""
+  down = np.linspace(-math.pi / 2, 0.0, rings + 1)
+  up = np.linspace(0.0, math.pi / 2, rings + 1)
+  bottom = np.stack([radius * np.cos(down), -half_length + radius * np.sin(down)], 1)
+  top = np.stack([radius * np.cos(up), half_length + radius * np.sin(up)], 1)
+  return np.concatenate([bottom, top])
+
+
+def geom_triangles(model: mujoco.MjModel, gid: int, segments: int = 64) -> np.ndarray:
+  """A collision geom's surface as triangles [T, 3, 3] in the geom frame.
+
+  Boxes and meshes are exact (a mesh collides as its convex hull, so the hull
+  is used); capsules, cylinders and spheres are tessellated with ``segments``
+  around the axis (width error below 0.13% at 64).
+  """
+  gtype, size = int(model.geom_type[gid]), model.geom_size[gid]
+  if gtype == mujoco.mjtGeom.mjGEOM_BOX:
+    return _box_triangles(size)
+  if gtype == mujoco.mjtGeom.mjGEOM_CAPSULE:
+    return _revolve_triangles(_capsule_profile(size[0], size[1]), segments)
+  if gtype == mujoco.mjtGeom.mjGEOM_CYLINDER:
+    r, h = size[0], size[1]
+    profile = np.array([[0.0, -h], [r, -h], [r, h], [0.0, h]])
+    return _revolve_triangles(profile, segments)
+  if gtype == mujoco.mjtGeom.mjGEOM_SPHERE:
+    return _revolve_triangles(_capsule_profile(size[0], 0.0), segments)
+  if gtype == mujoco.mjtGeom.mjGEOM_MESH:
+    from scipy.spatial import ConvexHull
+
+    mesh = model.geom_dataid[gid]
+    start, count = model.mesh_vertadr[mesh], model.mesh_vertnum[mesh]
+    verts = np.array(model.mesh_vert[start : start + count], dtype=float)
+    hull = ConvexHull(verts)
+    return verts[hull.simplices]
+  raise ValueError(f"geom {gid}: type {gtype} has no cross-section support.")
+
+
+def body_triangles_w(
+  model: mujoco.MjModel, data: mujoco.MjData, geom_ids: list[int]
+) -> np.ndarray:
+  """Triangles [T, 3, 3] of the given collision geoms, posed in the world."""
+  out = []
+  for gid in geom_ids:
+    local = geom_triangles(model, gid)
+    rot = data.geom_xmat[gid].reshape(3, 3)
+    out.append(local @ rot.T + data.geom_xpos[gid])
+  return np.concatenate(out)
+
+
+##
+# Cross-sections.
+##
+
+
+def section_segments(tri: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
+  """Cut triangles [T, 3, 3] (u, v, s coordinates) with the plane ``s = level``.
+
+  Returns segment end points ``a, b`` [M, 2] in (u, v): one segment per cut
+  triangle, from the intersections of its edges with the plane.
+  """
+  s = tri[..., 2] - level  # [T, 3]
+  p0, p1 = tri, np.roll(tri, -1, axis=1)  # Edges (0,1), (1,2), (2,0).
+  s0, s1 = s, np.roll(s, -1, axis=1)
+  crosses = (s0 * s1 <= 0.0) & (s0 != s1)
+  t = np.where(crosses, s0 / np.where(s0 != s1, s0 - s1, 1.0), 0.0)
+  points = p0[..., :2] + t[..., None] * (p1[..., :2] - p0[..., :2])  # [T, 3, 2]
+  count = crosses.sum(axis=1)
+  cut = count >= 2
+  if not cut.any():
+    return np.zeros((0, 2)), np.zeros((0, 2))
+  pts, mask = points[cut], crosses[cut]
+  # The first and the last crossing edge of each cut triangle.
+  first = np.argmax(mask, axis=1)
+  last = 2 - np.argmax(mask[:, ::-1], axis=1)
+  rows = np.arange(len(pts))
+  return pts[rows, first], pts[rows, last]
+
+
+def strip_extent(
+  a: np.ndarray, b: np.ndarray, v_centre: float, half_width: float
+) -> tuple[float, float] | None:
+  """Extent (u_min, u_max) of segments clipped to ``|v - v_centre| <= half_width``.
+
+  None when no segment reaches the strip.
+  """
+  if len(a) == 0:
+    return None
+  lo, hi = v_centre - half_width, v_centre + half_width
+  dv = b[:, 1] - a[:, 1]
+  flat = np.abs(dv) < 1e-12
+  with np.errstate(divide="ignore", invalid="ignore"):
+    t_lo = np.where(flat, -np.inf, (lo - a[:, 1]) / dv)
+    t_hi = np.where(flat, np.inf, (hi - a[:, 1]) / dv)
+  t0 = np.clip(np.minimum(t_lo, t_hi), 0.0, 1.0)
+  t1 = np.clip(np.maximum(t_lo, t_hi), 0.0, 1.0)
+  inside_flat = flat & (a[:, 1] >= lo) & (a[:, 1] <= hi)
+  keep = np.where(flat, inside_flat, t1 >= t0)
+  if not keep.any():
+    return None
+  t0 = np.where(flat, 0.0, t0)[keep]
+  t1 = np.where(flat, 1.0, t1)[keep]
+  ua, du = a[keep, 0], (b - a)[keep, 0]
+  u = np.concatenate([ua + t0 * du, ua + t1 * du])
+  return float(u.min()), float(u.max())
+
+
+def tool_rotation(direction: float, tilt: float) -> np.ndarray:
+  """Tool rotation: closing axis (x) horizontal at ``direction`` about world z,
+  approach (z) straight down, then tilted by ``tilt`` about the closing axis."""
+  c, s = math.cos(direction), math.sin(direction)
+  x = np.array([c, s, 0.0])
+  z = np.array([0.0, 0.0, -1.0])
+  y = np.cross(z, x)
+  down = np.stack([x, y, z], axis=1)
+  ct, st = math.cos(tilt), math.sin(tilt)
+  about_x = np.array([[1.0, 0.0, 0.0], [0.0, ct, -st], [0.0, st, ct]])
+  return down @ about_x
+
+
+def grasp_candidates(
+  triangles_w: np.ndarray, cfg: GraspSearchCfg = GraspSearchCfg()
+) -> GraspCandidates:
+  """Every candidate over directions, tilts, heights and strips, best first.
+
+  Order (lowest score first): no tilt before tilts, the centre strip before
+  the side strips, the preferred heights in ``height_fractions`` order, then
+  narrower widths (more room for the open pads).
+  """
+  max_width = RG2_MAX_OPENING - 2 * cfg.open_clearance
+  ph, hw = cfg.pad_half_height, cfg.pad_half_width
+  rows: list[tuple] = []
+  for d in range(cfg.directions):
+    direction = math.pi * d / cfg.directions
+    for tilt_deg in cfg.tilts_deg:
+      tilt = math.radians(tilt_deg)
+      rot = tool_rotation(direction, tilt)
+      tri = triangles_w @ rot  # World points in tool coordinates (u, v, s).
+      s_top, s_bottom = float(tri[..., 2].min()), float(tri[..., 2].max())
+      span = s_bottom - s_top
+      levels = [s_top + f * span for f in cfg.height_fractions]
+      levels.append(s_bottom - ph - cfg.floor_clearance)
+      for k, level in enumerate(levels):
+        # The pad must overlap the object by min_pad_overlap along the approach.
+        if level + ph < s_top + cfg.min_pad_overlap or level > s_bottom:
+          continue
+        cuts = np.clip([level - 0.9 * ph, level, level + 0.9 * ph], s_top, s_bottom)
+        sections = [section_segments(tri, float(c)) for c in np.unique(cuts)]
+        a_mid, b_mid = section_segments(tri, float(np.clip(level, s_top, s_bottom)))
+        if len(a_mid) == 0:
+          continue
+        v_all = np.concatenate([a_mid[:, 1], b_mid[:, 1]])
+        v_lo, v_hi = float(v_all.min()), float(v_all.max())
+        v_mid = 0.5 * (v_lo + v_hi)
+        offset = max(0.0, 0.5 * (v_hi - v_lo) - hw) / 2
+        strips = (0,) if offset < 0.002 else (0, -1, 1)
+        for strip in strips:
+          v_c = v_mid + strip * offset
+          extents = [strip_extent(a, b, v_c, hw) for a, b in sections]
+          extents = [e for e in extents if e is not None]
+          if not extents:
+            continue
+          u_lo = min(e[0] for e in extents)
+          u_hi = max(e[1] for e in extents)
+          width = u_hi - u_lo
+          if not cfg.min_width <= width <= max_width:
+            continue
+          centre = rot @ np.array([0.5 * (u_lo + u_hi), v_c, level])
+          score = (
+            abs(tilt_deg) / 15.0
+            + 0.5 * abs(strip)
+            + 0.3 * min(k, len(cfg.height_fractions))
+            + width / max_width
+          )
+          rows.append((score, centre, rot, width, d, tilt, strip, k))
+  rows.sort(key=lambda r: r[0])
+  if not rows:
+    empty = np.zeros((0,))
+    return GraspCandidates(
+      np.zeros((0, 3)), np.zeros((0, 3, 3)), empty, empty.astype(int), empty,
+      empty.astype(int), empty.astype(int),
+    )  # fmt: skip
+  return GraspCandidates(
+    position_w=np.array([r[1] for r in rows]),
+    rotation_w=np.array([r[2] for r in rows]),
+    width=np.array([r[3] for r in rows]),
+    direction=np.array([r[4] for r in rows]),
+    tilt=np.array([r[5] for r in rows]),
+    strip=np.array([r[6] for r in rows]),
+    level=np.array([r[7] for r in rows]),
+  )

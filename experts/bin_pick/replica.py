@@ -1,0 +1,381 @@
+"""CPU kinematic replica for grasp feasibility (C MuJoCo).
+
+A copy of the compiled scene (robot, bin, table, objects) with its own
+``MjData``, posed from one live environment's state. Candidate grasps are
+checked on it by kinematics and collision detection only: nothing is
+simulated and the live robot and objects are never touched.
+
+Checks per candidate, cheapest first; the first failure names the rejection:
+
+  ik                  no converged IK at the open grasp or an approach point
+  wall_clearance      robot collision geometry, posed at the open grasp, closer
+                      than ``wall_clearance`` to a bin wall
+  bin_floor           ... closer than ``floor_clearance`` to the bin floor
+  table_collision     robot geometry into the table at the open grasp
+  open_grasp_target   the open hand already penetrates the target
+  open_grasp_collision  the open hand penetrates another object
+  pads_miss_target    at the predicted closure not both pads meet the target
+  closure_collision   at the predicted closure a pad penetrates another object
+  approach_collision  robot geometry penetrates anything at a sampled point of
+                      the vertical approach from the transit height
+
+This is a sampled feasibility check, not a continuous collision-free motion
+proof (seed 002).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import mujoco
+import numpy as np
+
+from assets.ur5_rg2.model import PAD_GEOM_NAMES, RG2_MAX_OPENING, RG2_PAD_HALF
+from experts.bin_pick.grasps import (
+  GraspCandidates,
+  GraspSearchCfg,
+  body_triangles_w,
+  grasp_candidates,
+)
+from mjlab_tasks.common.kinematics import ArmKinematics
+
+REJECTION_REASONS = (
+  "ik",
+  "wall_clearance",
+  "bin_floor",
+  "table_collision",
+  "open_grasp_target",
+  "open_grasp_collision",
+  "pads_miss_target",
+  "closure_collision",
+  "approach_collision",
+)
+
+
+@dataclass(frozen=True)
+class ReplicaCfg:
+  wall_clearance: float = 0.004
+  """Least distance from robot geometry to a bin wall at the open grasp [m]."""
+  floor_clearance: float = 0.001
+  """Least distance from robot geometry to the bin floor at the open grasp [m]."""
+  open_margin: float = 0.015
+  """Pre-shaped opening: the measured width plus this on each side (capped
+  at the full 110 mm stroke); the open grasp is checked at that opening [m]."""
+  closure_squeeze: float = 0.002
+  """Predicted closure: opening = measured width minus this [m]."""
+  approach_step: float = 0.03
+  """Spacing of the sampled vertical approach points [m]."""
+  max_checks_per_object: int = 60
+  """Candidates checked per object before trying the next object."""
+  search: GraspSearchCfg = field(default_factory=GraspSearchCfg)
+
+
+@dataclass
+class GraspPlan:
+  """A feasible grasp for one object (world frame)."""
+
+  object_index: int
+  position_w: np.ndarray
+  """Tool site (pad centre) at the grasp [3]."""
+  rotation_w: np.ndarray
+  """Tool rotation at the grasp [3, 3]."""
+  width: float
+  """Width the pads meet [m]."""
+  open_width: float
+  """Pre-shaped pad opening for the approach and the release [m]."""
+  transit_z: float
+  """Tool height of the vertical approach's start [m]."""
+  grasp_above_bottom: float
+  """Tool site height above the object's lowest point at the grasp [m]."""
+  candidate_rank: int
+
+
+@dataclass
+class PlanResult:
+  plan: GraspPlan | None
+  rejections: Counter
+  checked: int
+  objects_tried: int
+
+
+class GraspReplica:
+  """Posed copy of a scene for grasp feasibility checks.
+
+  Args:
+    model: The live environment's compiled model (copied, never modified).
+    object_geoms: Collision geom ids per object slot, in slot order.
+    robot_prefix: Name prefix of the robot's elements in the scene.
+    bin_prefix: Name prefix of the bin's geoms.
+  """
+
+  def __init__(
+    self,
+    model: mujoco.MjModel,
+    object_geoms: list[list[int]],
+    robot_prefix: str = "robot/",
+    bin_prefix: str = "bin/",
+    cfg: ReplicaCfg = ReplicaCfg(),
+  ):
+    self.cfg = cfg
+    self.model = _copy_model(model)
+    self.data = mujoco.MjData(self.model)
+    m = self.model
+    names = [m.geom(g).name for g in range(m.ngeom)]
+    collides = (m.geom_contype != 0) | (m.geom_conaffinity != 0)
+    self.robot_geoms = np.array(
+      [g for g in range(m.ngeom) if names[g].startswith(robot_prefix) and collides[g]],
+      dtype=int,
+    )
+    self.bin_geoms = np.array(
+      [g for g in range(m.ngeom) if names[g].startswith(bin_prefix) and collides[g]],
+      dtype=int,
+    )
+    objects = np.concatenate([np.asarray(g, dtype=int) for g in object_geoms])
+    # The table: whatever else collides (the terrain plane).
+    self.table_geoms = np.array(
+      [
+        g
+        for g in range(m.ngeom)
+        if collides[g]
+        and g not in self.robot_geoms
+        and g not in self.bin_geoms
+        and g not in objects
+      ],
+      dtype=int,
+    )
+    self.pad_geoms = np.array([m.geom(robot_prefix + n).id for n in PAD_GEOM_NAMES])
+    self.object_geoms = [np.asarray(g) for g in object_geoms]
+    self._owner = np.full(m.ngeom, -1)
+    for k, gids in enumerate(self.object_geoms):
+      self._owner[gids] = k
+    self._is_robot = np.zeros(m.ngeom, bool)
+    self._is_robot[self.robot_geoms] = True
+    self._is_bin = np.zeros(m.ngeom, bool)
+    self._is_bin[self.bin_geoms] = True
+    self._is_wall = self._is_bin.copy()
+    self._is_wall[m.geom(bin_prefix + "bin_floor").id] = False
+    self._is_table = np.zeros(m.ngeom, bool)
+    self._is_table[self.table_geoms] = True
+    # Contacts within the margin are reported, so clearances can be measured.
+    m.geom_margin[self.robot_geoms] = cfg.wall_clearance + 0.002
+    self._fingers = np.array(
+      [m.joint(f"{robot_prefix}{s}_finger_joint").qposadr[0] for s in ("left", "right")]
+    )
+    self.kin = ArmKinematics(model=m, data=self.data, prefix=robot_prefix)
+
+  # Posing.
+
+  def pose(
+    self, qpos: np.ndarray, mocap_pos: np.ndarray, mocap_quat: np.ndarray
+  ) -> None:
+    """Copy one live world's positions into the replica (read only)."""
+    self.data.qpos[:] = qpos
+    self.data.qvel[:] = 0.0
+    if self.model.nmocap:
+      self.data.mocap_pos[:] = mocap_pos
+      self.data.mocap_quat[:] = mocap_quat
+    mujoco.mj_kinematics(self.model, self.data)
+
+  def _set_fingers(self, opening: float) -> None:
+    q = np.clip(
+      opening / 2 - RG2_MAX_OPENING / 4, -RG2_MAX_OPENING / 4, RG2_MAX_OPENING / 4
+    )
+    self.data.qpos[self._fingers] = q
+
+  def _robot_contacts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(robot geom, other geom, distance) of every contact involving the robot."""
+    mujoco.mj_kinematics(self.model, self.data)
+    mujoco.mj_collision(self.model, self.data)
+    n = self.data.ncon
+    if n == 0:
+      return np.zeros(0, int), np.zeros(0, int), np.zeros(0)
+    geom = self.data.contact.geom[:n]
+    dist = self.data.contact.dist[:n].copy()
+    first_robot = self._is_robot[geom[:, 0]]
+    second_robot = self._is_robot[geom[:, 1]]
+    keep = first_robot ^ second_robot
+    robot = np.where(first_robot, geom[:, 0], geom[:, 1])[keep]
+    other = np.where(first_robot, geom[:, 1], geom[:, 0])[keep]
+    return robot, other, dist[keep]
+
+  # Checks.
+
+  def check(
+    self,
+    target: int,
+    position: np.ndarray,
+    rotation: np.ndarray,
+    width: float,
+    transit_z: float,
+    q_seed: np.ndarray,
+  ) -> tuple[str | None, np.ndarray | None]:
+    """Check one candidate; returns (rejection reason or None, grasp joints)."""
+    cfg = self.cfg
+    # Transit point first (from the current arm), then down to the grasp: the
+    # solutions then lie on one branch, as the executed motion does.
+    above = np.array([position[0], position[1], max(transit_z, position[2])])
+    transit = self.kin.solve(above, rotation, q_seed)
+    if not transit.converged:
+      return "ik", None
+    ik = self.kin.solve(position, rotation, transit.q)
+    if not ik.converged:
+      return "ik", None
+    self.data.qpos[self.kin.qpos_adr] = ik.q
+    self._set_fingers(self.open_width(width))
+    robot, other, dist = self._robot_contacts()
+    if np.any(self._is_wall[other] & (dist < cfg.wall_clearance)):
+      return "wall_clearance", None
+    if np.any(self._is_bin[other] & (dist < cfg.floor_clearance)):
+      return "bin_floor", None
+    if np.any(self._is_table[other] & (dist < 0.0)):
+      return "table_collision", None
+    owner = self._owner[other]
+    if np.any((owner == target) & (dist < 0.0)):
+      return "open_grasp_target", None
+    if np.any((owner >= 0) & (owner != target) & (dist < 0.0)):
+      return "open_grasp_collision", None
+    # Predicted closure: both pads must meet the target.
+    self._set_fingers(max(width - cfg.closure_squeeze, 0.0))
+    robot, other, dist = self._robot_contacts()
+    owner = self._owner[other]
+    on_target = (owner == target) & (dist < 0.0)
+    for pad in self.pad_geoms:
+      if not np.any(on_target & (robot == pad)):
+        return "pads_miss_target", None
+    pads = np.isin(robot, self.pad_geoms)
+    if np.any(pads & (owner >= 0) & (owner != target) & (dist < -0.001)):
+      return "closure_collision", None
+    # Sampled vertical approach, from the grasp up to the transit height.
+    self._set_fingers(self.open_width(width))
+    q = ik.q
+    rise = max(transit_z - position[2], 0.0)
+    for z in np.arange(cfg.approach_step, rise + 1e-9, cfg.approach_step):
+      point = position + np.array([0.0, 0.0, min(z, rise)])
+      step = self.kin.solve(point, rotation, q)
+      if not step.converged:
+        return "ik", None
+      q = step.q
+      self.data.qpos[self.kin.qpos_adr] = q
+      _, _, dist = self._robot_contacts()
+      if np.any(dist < 0.0):
+        return "approach_collision", None
+    return None, ik.q
+
+  def open_width(self, width: float) -> float:
+    return min(RG2_MAX_OPENING, width + 2 * self.cfg.open_margin)
+
+  def _open_pads_clear(self, candidates: GraspCandidates) -> np.ndarray:
+    """Whether every corner of both open pads is ``wall_clearance`` from the
+    bin's boxes (signed distance), per candidate [N]."""
+    if len(candidates) == 0:
+      return np.zeros(0, bool)
+    px, py, pz = RG2_PAD_HALF
+    signs = np.array(
+      [
+        [side, sx, sy, sz]
+        for side in (-1, 1)
+        for sx in (-1, 1)
+        for sy in (-1, 1)
+        for sz in (-1, 1)
+      ]
+    )  # [16, 4]
+    half_open = (
+      np.minimum(RG2_MAX_OPENING, candidates.width + 2 * self.cfg.open_margin) / 2
+    )
+    corners = np.zeros((len(candidates), 16, 3))  # Tool frame.
+    corners[..., 0] = signs[:, 0] * (half_open[:, None] + px + px * signs[:, 1])
+    corners[..., 1] = py * signs[:, 2]
+    corners[..., 2] = pz * signs[:, 3]
+    points = (
+      np.einsum("nij,npj->npi", candidates.rotation_w, corners)
+      + candidates.position_w[:, None]
+    )  # [N, 16, 3]
+    clear = np.ones(len(candidates), bool)
+    for g in self.bin_geoms:
+      if self.model.geom_type[g] != mujoco.mjtGeom.mjGEOM_BOX:
+        continue
+      rot = self.data.geom_xmat[g].reshape(3, 3)
+      local = (points - self.data.geom_xpos[g]) @ rot
+      q = np.abs(local) - self.model.geom_size[g]
+      sdf = np.linalg.norm(np.maximum(q, 0.0), axis=-1) + np.minimum(q.max(-1), 0.0)
+      clear &= sdf.min(axis=-1) >= self.cfg.wall_clearance
+    return clear
+
+  def object_triangles(self, k: int) -> np.ndarray:
+    return body_triangles_w(self.model, self.data, list(self.object_geoms[k]))
+
+  def plan(
+    self,
+    eligible: list[int],
+    transit_z: float,
+    q_now: np.ndarray,
+    tool_yaw_now: float,
+  ) -> PlanResult:
+    """The first feasible grasp over ``eligible`` objects (highest top first).
+
+    Each candidate is tried with the hand yaw nearer the current one first and
+    the half-turned hand second (the D415 side differs).
+    """
+    rejections: Counter = Counter()
+    checked = tried = 0
+    tops = {k: float(self.object_triangles(k)[..., 2].max()) for k in eligible}
+    arm_q = self.data.qpos[self.kin.qpos_adr].copy()
+    for k in sorted(eligible, key=lambda k: -tops[k]):
+      tried += 1
+      tri = self.object_triangles(k)
+      candidates: GraspCandidates = grasp_candidates(tri, self.cfg.search)
+      bottom = float(tri[..., 2].min())
+      budget = self.cfg.max_checks_per_object
+      # Check first the candidates whose open pads clear the bin (by the pads'
+      # posed corners); the replica's collision check still decides.
+      order = np.argsort(~self._open_pads_clear(candidates), kind="stable")
+      for rank in order:
+        if budget <= 0:
+          break
+        rot = candidates.rotation_w[rank]
+        flipped = rot @ np.diag([-1.0, -1.0, 1.0])
+        yaw = np.arctan2(rot[1, 0], rot[0, 0])
+        near_first = abs(_wrap(yaw - tool_yaw_now)) <= np.pi / 2
+        for variant in (rot, flipped) if near_first else (flipped, rot):
+          budget -= 1
+          checked += 1
+          pos = candidates.position_w[rank]
+          reason, _ = self.check(
+            k, pos, variant, float(candidates.width[rank]), transit_z, q_now
+          )
+          self.data.qpos[self.kin.qpos_adr] = arm_q
+          if reason is None:
+            return PlanResult(
+              GraspPlan(
+                object_index=k,
+                position_w=pos.copy(),
+                rotation_w=variant.copy(),
+                width=float(candidates.width[rank]),
+                open_width=self.open_width(float(candidates.width[rank])),
+                transit_z=transit_z,
+                grasp_above_bottom=float(pos[2] - bottom),
+                candidate_rank=rank,
+              ),
+              rejections,
+              checked,
+              tried,
+            )
+          rejections[reason] += 1
+          if reason not in _HAND_SIDE_REASONS:
+            break  # The pads are symmetric: the half-turned hand fails alike.
+    return PlanResult(None, rejections, checked, tried)
+
+
+# Rejections that the half-turned hand (camera on the other side) may avoid.
+_HAND_SIDE_REASONS = ("wall_clearance", "table_collision", "approach_collision")
+
+
+def _wrap(angle: float) -> float:
+  return (angle + np.pi) % (2 * np.pi) - np.pi
+
+
+def _copy_model(model: mujoco.MjModel) -> mujoco.MjModel:
+  import copy
+
+  return copy.deepcopy(model)
