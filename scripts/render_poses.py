@@ -1,8 +1,9 @@
 """Re-render a run's videos from its recorded poses, without simulating.
 
-Reads ``video_poses.npz`` (every filmed frame's qpos and mocap poses) and the
-``video_poses.mjb`` model saved beside it by an evaluation run with
-``--videos N``, and writes one mp4 per recorded environment.
+Reads ``video_poses.npz`` (every filmed frame's qpos and mocap poses, and the
+camera views) and the ``video_poses.mjb`` model saved beside it by an
+evaluation run with ``--videos N``, and writes one mp4 per recorded
+environment and view.
 
   python scripts/render_poses.py --poses reports/ct/video_poses.npz --output reports/ct_rerender
 """
@@ -21,11 +22,8 @@ class Args:
   poses: Path
   """The run's video_poses.npz (its .mjb model must lie beside it)."""
   output: Path
-  """Folder for the mp4 files; must not exist."""
-  width: int = 640
-  """Frame width in pixels."""
-  height: int = 480
-  """Frame height in pixels."""
+  """Folder for the mp4 files; must not exist. The camera views, image sizes
+  and backgrounds are the ones the run recorded with."""
 
 
 def main(args: Args) -> int:
@@ -39,7 +37,7 @@ def main(args: Args) -> int:
       f"error: model {args.poses.with_suffix('.mjb')} not found beside the poses."
     )
   out_dir = create_output_dir(args.output)
-  for path in render_pose_file(args.poses, out_dir, size=(args.width, args.height)):
+  for path in render_pose_file(args.poses, out_dir):
     print(f"wrote {path}")
   return 0
 

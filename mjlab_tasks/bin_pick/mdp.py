@@ -66,6 +66,7 @@ class BinCleared:
     self.thresholds: DeliveryThresholds = cfg.params.get(
       "thresholds", DeliveryThresholds()
     )
+    self.terminate: bool = cfg.params.get("terminate", True)
     self.verdict = evaluate_deliveries(
       read_object_state(env), self.layout, self.thresholds
     )
@@ -75,11 +76,14 @@ class BinCleared:
     env: ManagerBasedRlEnv,
     layout: BinLayout | None = None,
     thresholds: DeliveryThresholds | None = None,
+    terminate: bool = True,
   ) -> torch.Tensor:
-    del layout, thresholds  # Bound at construction.
+    del layout, thresholds, terminate  # Bound at construction.
     self.verdict = evaluate_deliveries(
       read_object_state(env), self.layout, self.thresholds
     )
+    if not self.terminate:  # Scoring tools keep a cleared scene to report it.
+      return torch.zeros_like(self.verdict["bin_cleared"])
     return self.verdict["bin_cleared"]
 
   def reset(self, env_ids: torch.Tensor | slice | None = None) -> None:

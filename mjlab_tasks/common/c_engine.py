@@ -345,6 +345,19 @@ class CMujocoSimulation:
   def sense(self) -> None:
     """No camera or raycast sensors on this engine."""
 
+  def contact_penetration(self) -> tuple[torch.Tensor, torch.Tensor]:
+    """Deepest contact penetration per world [num_envs] [m] (0 if none), and
+    that contact's geom pair [num_envs, 2] (-1 if none)."""
+    depth = torch.zeros(self.num_envs)
+    pair = torch.full((self.num_envs, 2), -1, dtype=torch.long)
+    for i, d in enumerate(self._worlds):
+      if d.ncon:
+        j = int(np.argmin(d.contact.dist[: d.ncon]))
+        if d.contact.dist[j] < 0.0:
+          depth[i] = -float(d.contact.dist[j])
+          pair[i] = torch.from_numpy(d.contact.geom[j].astype(np.int64))
+    return depth, pair
+
   def forward(self) -> None:
     self._run(mujoco.mj_forward)
 

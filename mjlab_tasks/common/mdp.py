@@ -88,3 +88,23 @@ def physics_health(env: ManagerBasedRlEnv) -> dict[str, torch.Tensor]:
   if unstable is not None:
     nonfinite = nonfinite | unstable
   return {"contact_overflow": overflow.to(nonfinite.device), "nonfinite": nonfinite}
+
+
+def max_penetration(env: ManagerBasedRlEnv) -> tuple[torch.Tensor, torch.Tensor]:
+  """Deepest contact penetration this step per environment [num_envs] [m]
+  (0 where no contact penetrates), on either engine; and that contact's geom
+  pair [num_envs, 2] where the engine reports it (C MuJoCo), else -1."""
+  sim = env.sim
+  if hasattr(sim, "contact_penetration"):  # C MuJoCo engine.
+    depth, pair = sim.contact_penetration()
+    return depth.to(env.device), pair.to(env.device)
+  import warp as wp
+
+  data = sim.wp_data
+  count = int(data.nacon.numpy()[0])
+  depth = torch.zeros(env.num_envs, device=env.device)
+  if count:
+    dist = wp.to_torch(data.contact.dist)[:count]
+    world = wp.to_torch(data.contact.worldid)[:count].long()
+    depth.scatter_reduce_(0, world, (-dist).clamp_min(0.0).float(), reduce="amax")
+  return depth, torch.full((env.num_envs, 2), -1, dtype=torch.long, device=env.device)

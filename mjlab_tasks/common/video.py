@@ -4,11 +4,21 @@ The live simulation (MuJoCo Warp or C) is only read: each recorded frame
 copies the environment's ``qpos`` and mocap poses into a separate C MuJoCo
 ``MjData`` of the same compiled model, runs kinematics and renders it. The
 scored world is therefore identical whether it is filmed or not.
+
+A run films one or more ``CameraView``s: a free camera (look-at point in the
+environment frame) or a camera of the model (e.g. the wrist D415), each with
+its geom groups and optionally a Gaussian room background: pixels where no
+geometry is drawn show a smooth random room (Gaussian colour blobs over a
+wall gradient), seeded per environment and view, the same in every frame.
 """
 
 from __future__ import annotations
 
+import copy
+import json
 import os
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import mujoco
@@ -23,6 +33,44 @@ def _default_gl() -> None:
     os.environ["MUJOCO_GL"] = "egl" if torch.cuda.is_available() else "osmesa"
 
 
+@dataclass(frozen=True)
+class CameraView:
+  """One filmed view; stored with the poses so re-rendering repeats it."""
+
+  name: str = "scene"
+  width: int = 640
+  height: int = 480
+  camera: str | None = None
+  """A camera of the model by name; None for the free camera below."""
+  lookat: tuple[float, float, float] = (0.45, 0.0, 0.05)
+  """Free camera target in the environment frame [m]."""
+  distance: float = 1.2
+  azimuth: float = 150.0
+  elevation: float = -40.0
+  groups: tuple[int, ...] = (0, 1, 2)
+  """Geom groups drawn."""
+  background: str = "none"
+  """``none`` (MuJoCo's sky) or ``gaussian_room``."""
+  table: tuple[float, float, float, float] | None = None
+  """Draw the (infinite) floor plane as a finite table top: centre x, y and
+  half sizes in the environment frame [m]; the room shows beyond it."""
+
+
+def gaussian_room(width: int, height: int, seed: int) -> np.ndarray:
+  """A smooth random room image [H, W, 3] uint8: a wall colour gradient with
+  a few large Gaussian colour blobs (furniture, windows, people far away)."""
+  rng = np.random.default_rng(seed)
+  y, x = np.mgrid[0:height, 0:width].astype(float)
+  top, bottom = rng.uniform(0.55, 0.9, 3), rng.uniform(0.25, 0.55, 3)
+  image = top + (bottom - top) * (y / max(height - 1, 1))[..., None]
+  for _ in range(int(rng.integers(6, 12))):
+    cx, cy = rng.uniform(0, width), rng.uniform(0, height)
+    sx, sy = rng.uniform(0.05, 0.3) * width, rng.uniform(0.05, 0.3) * height
+    weight = np.exp(-0.5 * (((x - cx) / sx) ** 2 + ((y - cy) / sy) ** 2))
+    image += weight[..., None] * (rng.uniform(0.0, 1.0, 3) - image) * 0.8
+  return (np.clip(image, 0.0, 1.0) * 255).astype(np.uint8)
+
+
 class PoseReplicaRecorder:
   """Records poses of some environments and renders them to mp4 afterwards."""
 
@@ -31,18 +79,14 @@ class PoseReplicaRecorder:
     mj_model: mujoco.MjModel,
     env_ids: list[int],
     fps: float,
-    width: int = 640,
-    height: int = 480,
-    lookat: tuple[float, float, float] = (0.45, 0.0, 0.05),
-    distance: float = 1.2,
-    azimuth: float = 150.0,
-    elevation: float = -40.0,
+    views: tuple[CameraView, ...] = (CameraView(),),
+    seed: int = 0,
   ):
-    self.model = mj_model
+    self.model = copy.deepcopy(mj_model)  # Rendering settings stay off the live model.
     self.env_ids = list(env_ids)
     self.fps = fps
-    self.size = (width, height)
-    self.camera = (lookat, distance, azimuth, elevation)
+    self.views = tuple(views)
+    self.seed = seed
     self.qpos: list[np.ndarray] = []  # per frame [n_envs, nq]
     self.mocap_pos: list[np.ndarray] = []
     self.mocap_quat: list[np.ndarray] = []
@@ -61,35 +105,64 @@ class PoseReplicaRecorder:
       )
     self.origins = env_origins[ids].detach().cpu().double().numpy()
 
+  def poses(self) -> dict[str, np.ndarray]:
+    return {
+      "qpos": np.stack(self.qpos, axis=1),  # [n_envs, frames, nq]
+      "mocap_pos": np.stack(self.mocap_pos, axis=1) if self.mocap_pos else np.zeros(0),
+      "mocap_quat": np.stack(self.mocap_quat, axis=1)
+      if self.mocap_quat
+      else np.zeros(0),
+    }
+
   def save_poses(self, path: Path) -> None:
-    """Every recorded frame's qpos and mocap poses, plus the compiled model
-    (``<path stem>.mjb`` beside it), so ``render_pose_file`` can re-render."""
+    """Every recorded frame's qpos and mocap poses, the views, and the compiled
+    model (``<path stem>.mjb`` beside it), so ``render_pose_file`` re-renders."""
     np.savez_compressed(
       path,
       env_ids=np.array(self.env_ids),
       fps=self.fps,
-      qpos=np.stack(self.qpos, axis=1),  # [n_envs, frames, nq]
-      mocap_pos=np.stack(self.mocap_pos, axis=1) if self.mocap_pos else np.zeros(0),
-      mocap_quat=np.stack(self.mocap_quat, axis=1) if self.mocap_quat else np.zeros(0),
       origins=self.origins,
+      views=json.dumps([asdict(v) for v in self.views]),
+      seed=self.seed,
+      **self.poses(),
     )
     mujoco.mj_saveModel(self.model, str(path.with_suffix(".mjb")), None)
 
   def render(self, out_dir: Path, prefix: str = "env") -> list[Path]:
-    """Render one mp4 per recorded environment; returns the file paths."""
+    """Render one mp4 per recorded environment and view; returns the paths."""
+    p = self.poses()
     return render_poses(
       self.model,
       self.env_ids,
-      np.stack(self.qpos, axis=1),
-      np.stack(self.mocap_pos, axis=1) if self.mocap_pos else None,
-      np.stack(self.mocap_quat, axis=1) if self.mocap_quat else None,
+      p["qpos"],
+      p["mocap_pos"],
+      p["mocap_quat"],
       self.origins,
       self.fps,
       out_dir,
-      size=self.size,
-      camera=self.camera,
+      views=self.views,
+      seed=self.seed,
       prefix=prefix,
     )
+
+
+def posed_frames(
+  model: mujoco.MjModel,
+  qpos: np.ndarray,
+  mocap_pos: np.ndarray | None,
+  mocap_quat: np.ndarray | None,
+) -> Iterator[mujoco.MjData]:
+  """The replica posed at each recorded frame of one environment (kinematics
+  only: nothing is simulated). ``qpos`` is [frames, nq]."""
+  data = mujoco.MjData(model)
+  for f in range(qpos.shape[0]):
+    data.qpos[:] = qpos[f]
+    if mocap_pos is not None and mocap_pos.size:
+      data.mocap_pos[:] = mocap_pos[f]
+      data.mocap_quat[:] = mocap_quat[f]
+    mujoco.mj_kinematics(model, data)
+    mujoco.mj_camlight(model, data)
+    yield data
 
 
 def render_poses(
@@ -101,49 +174,93 @@ def render_poses(
   origins: np.ndarray,
   fps: float,
   out_dir: Path,
-  size: tuple[int, int] = (640, 480),
-  camera: tuple = ((0.45, 0.0, 0.05), 1.2, 150.0, -40.0),
+  views: tuple[CameraView, ...] = (CameraView(),),
+  seed: int = 0,
   prefix: str = "env",
 ) -> list[Path]:
-  """Render recorded poses (qpos [n_envs, frames, nq]) to one mp4 per env.
-
-  Kinematics only: nothing is simulated.
-  """
+  """Render recorded poses (qpos [n_envs, frames, nq]) to mp4 files: one per
+  environment and view (``<prefix>_<env>.mp4`` for a single view, else
+  ``<prefix>_<env>_<view>.mp4``). Kinematics only: nothing is simulated."""
   _default_gl()
   import mediapy
 
-  data = mujoco.MjData(model)
-  width, height = size
-  renderer = mujoco.Renderer(model, height=height, width=width)
-  lookat, distance, azimuth, elevation = camera
-  cam = mujoco.MjvCamera()
-  cam.distance, cam.azimuth, cam.elevation = distance, azimuth, elevation
   paths = []
-  for k, env_id in enumerate(env_ids):
-    cam.lookat[:] = np.asarray(lookat) + origins[k]
-    frames = []
-    for f in range(qpos.shape[1]):
-      data.qpos[:] = qpos[k, f]
-      if mocap_pos is not None and mocap_pos.size:
-        data.mocap_pos[:] = mocap_pos[k, f]
-        data.mocap_quat[:] = mocap_quat[k, f]
-      mujoco.mj_kinematics(model, data)
-      mujoco.mj_camlight(model, data)
-      renderer.update_scene(data, camera=cam)
-      frames.append(renderer.render())
-    path = out_dir / f"{prefix}_{int(env_id):03d}.mp4"
-    mediapy.write_video(path, frames, fps=fps)
-    paths.append(path)
-  renderer.close()
+  width = max(v.width for v in views)
+  height = max(v.height for v in views)
+  model.vis.global_.offwidth = max(model.vis.global_.offwidth, width)
+  model.vis.global_.offheight = max(model.vis.global_.offheight, height)
+  planes = np.nonzero(model.geom_type == int(mujoco.mjtGeom.mjGEOM_PLANE))[0]
+  plane_pos = model.geom_pos[planes].copy()
+  plane_size = model.geom_size[planes].copy()
+  for v_index, view in enumerate(views):
+    option = mujoco.MjvOption()
+    option.geomgroup[:] = 0
+    for g in view.groups:
+      option.geomgroup[g] = 1
+    for k, env_id in enumerate(env_ids):
+      if view.camera is None:
+        cam = mujoco.MjvCamera()
+        cam.distance, cam.azimuth, cam.elevation = (
+          view.distance,
+          view.azimuth,
+          view.elevation,
+        )
+        cam.lookat[:] = np.asarray(view.lookat) + origins[k]
+      else:
+        cam = view.camera
+      background = None
+      if view.background == "gaussian_room":
+        background = gaussian_room(
+          view.width, view.height, seed * 100_003 + int(env_id) * 101 + v_index
+        )
+      model.geom_pos[planes] = plane_pos
+      model.geom_size[planes] = plane_size
+      if view.table is not None:
+        cx, cy, hx, hy = view.table
+        model.geom_pos[planes] = [origins[k][0] + cx, origins[k][1] + cy, 0.0]
+        model.geom_size[planes] = [hx, hy, 0.05]
+      # After the plane is sized: the rendering context bakes plane geometry.
+      renderer = mujoco.Renderer(model, height=view.height, width=view.width)
+      frames = []
+      mp = mocap_pos[k] if mocap_pos is not None and mocap_pos.size else None
+      mq = mocap_quat[k] if mocap_quat is not None and mocap_quat.size else None
+      for data in posed_frames(model, qpos[k], mp, mq):
+        renderer.update_scene(data, camera=cam, scene_option=option)
+        image = renderer.render()
+        if background is not None:
+          renderer.enable_segmentation_rendering()
+          segment = renderer.render()[..., 0]
+          renderer.disable_segmentation_rendering()
+          image = np.where((segment < 0)[..., None], background, image)
+        frames.append(image)
+      suffix = f"_{view.name}" if len(views) > 1 else ""
+      path = out_dir / f"{prefix}_{int(env_id):03d}{suffix}.mp4"
+      renderer.close()
+      mediapy.write_video(path, frames, fps=fps)
+      paths.append(path)
+  model.geom_pos[planes] = plane_pos
+  model.geom_size[planes] = plane_size
   return paths
 
 
-def render_pose_file(
-  poses: Path, out_dir: Path, size=(640, 480), prefix="rerender"
-) -> list[Path]:
-  """Re-render a ``video_poses.npz`` (and its ``.mjb`` model) to mp4 files."""
+def render_pose_file(poses: Path, out_dir: Path, prefix="rerender") -> list[Path]:
+  """Re-render a ``video_poses.npz`` (and its ``.mjb`` model) to mp4 files,
+  with the views it was recorded with."""
   model = mujoco.MjModel.from_binary_path(str(poses.with_suffix(".mjb")))
   rec = np.load(poses)
+  views = (CameraView(),)
+  if "views" in rec:
+    views = tuple(
+      CameraView(
+        **{
+          **v,
+          "lookat": tuple(v["lookat"]),
+          "groups": tuple(v["groups"]),
+          "table": None if v.get("table") is None else tuple(v["table"]),
+        }
+      )
+      for v in json.loads(str(rec["views"]))
+    )
   return render_poses(
     model,
     rec["env_ids"].tolist(),
@@ -153,6 +270,7 @@ def render_pose_file(
     rec["origins"],
     float(rec["fps"]),
     out_dir,
-    size=size,
+    views=views,
+    seed=int(rec["seed"]) if "seed" in rec else 0,
     prefix=prefix,
   )
