@@ -207,8 +207,8 @@ def strip_extent(
   with np.errstate(divide="ignore", invalid="ignore"):
     t_lo = np.where(flat, -np.inf, (lo - a[:, 1]) / dv)
     t_hi = np.where(flat, np.inf, (hi - a[:, 1]) / dv)
-  t0 = np.clip(np.minimum(t_lo, t_hi), 0.0, 1.0)
-  t1 = np.clip(np.maximum(t_lo, t_hi), 0.0, 1.0)
+  t0 = np.maximum(np.minimum(t_lo, t_hi), 0.0)
+  t1 = np.minimum(np.maximum(t_lo, t_hi), 1.0)
   inside_flat = flat & (a[:, 1] >= lo) & (a[:, 1] <= hi)
   keep = np.where(flat, inside_flat, t1 >= t0)
   if not keep.any():
