@@ -22,7 +22,9 @@ def run(script: str, *args: str) -> subprocess.CompletedProcess:
   )
 
 
-@pytest.mark.parametrize("script", ["check_robot.py", "evaluate_cube_tray.py"])
+@pytest.mark.parametrize(
+  "script", ["check_robot.py", "evaluate_cube_tray.py", "evaluate_binpick.py"]
+)
 def test_help_explains_every_flag(script):
   out = run(script, "--help")
   assert out.returncode == 0, out.stderr

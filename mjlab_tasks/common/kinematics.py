@@ -61,6 +61,11 @@ class ArmKinematics:
     self._hi = model.jnt_range[[j.id for j in joints], 1]
 
   @property
+  def site_id(self) -> int:
+    """Id of the tool site in the model."""
+    return self._site
+
+  @property
   def qpos_adr(self) -> np.ndarray:
     """qpos addresses of the arm joints [6]."""
     return self._qadr
