@@ -66,7 +66,7 @@ class ReplicaCfg:
   """Predicted closure: opening = measured width minus this [m]."""
   approach_step: float = 0.03
   """Spacing of the sampled vertical approach points [m]."""
-  max_checks_per_object: int = 60
+  max_checks_per_object: int = 100
   """Candidates checked per object before trying the next object."""
   search: GraspSearchCfg = field(default_factory=GraspSearchCfg)
 
@@ -267,9 +267,9 @@ class GraspReplica:
     return min(RG2_MAX_OPENING, width + 2 * self.cfg.open_margin)
 
   def _hand_corners(self, robot_prefix: str) -> tuple[np.ndarray, np.ndarray]:
-    """Corners of the hand's collision boxes (housing, coupling, fingers,
-    pads) in the tool frame at half opening [P, 3], and their rate of change
-    with each finger's slide position [P, 3]."""
+    """Surface points of the hand's collision boxes (housing, coupling,
+    fingers, pads) in the tool frame at half opening [P, 3], and their rate
+    of change with each finger's slide position [P, 3]."""
     m = self.model
     data = mujoco.MjData(m)
     hand_bodies = {
@@ -280,8 +280,17 @@ class GraspReplica:
       for g in self.robot_geoms
       if m.geom_bodyid[g] in hand_bodies and m.geom_type[g] == mujoco.mjtGeom.mjGEOM_BOX
     ]
-    signs = np.array(np.meshgrid([-1, 1], [-1, 1], [-1, 1])).reshape(3, -1).T
     site = self.kin.site_id
+
+    def surface_points(half: np.ndarray) -> np.ndarray:
+      # A grid on every face, at most 10 mm apart: a wall edge crossing a
+      # face is caught, not only a corner inside a wall.
+      axes = [np.linspace(-h, h, int(np.ceil(2 * h / 0.01)) + 1) for h in half]
+      grid = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 3)
+      on_face = (np.abs(np.abs(grid) - half) < 1e-9).any(-1)
+      return grid[on_face]
+
+    local_points = {g: surface_points(m.geom_size[g]) for g in boxes}
 
     def corners(q: float) -> np.ndarray:
       data.qpos[self._fingers] = q
@@ -289,8 +298,7 @@ class GraspReplica:
       rot_t, pos_t = data.site_xmat[site].reshape(3, 3), data.site_xpos[site]
       out = []
       for g in boxes:
-        local = signs * m.geom_size[g]
-        world = local @ data.geom_xmat[g].reshape(3, 3).T + data.geom_xpos[g]
+        world = local_points[g] @ data.geom_xmat[g].reshape(3, 3).T + data.geom_xpos[g]
         out.append((world - pos_t) @ rot_t)
       return np.concatenate(out)
 
@@ -298,8 +306,8 @@ class GraspReplica:
     return base, (moved - base) / 1e-3
 
   def _hand_clear(self, candidates: GraspCandidates) -> np.ndarray:
-    """Whether every corner of the hand's collision boxes, posed at each open
-    candidate, is ``wall_clearance`` from the bin walls and
+    """Whether every surface point of the hand's collision boxes, posed at
+    each open candidate, is ``wall_clearance`` from the bin walls and
     ``floor_clearance`` above its floor (signed distances) [N]."""
     if len(candidates) == 0:
       return np.zeros(0, bool)
@@ -350,7 +358,7 @@ class GraspReplica:
       bottom = float(tri[..., 2].min())
       budget = self.cfg.max_checks_per_object
       # Check first the candidates whose posed hand boxes clear the bin (by
-      # their corners: cheap, for all candidates at once); tilted grasps then
+      # their surface points: cheap, for all candidates at once); tilted grasps then
       # come early for objects by a wall. The replica's collision check decides.
       order = np.argsort(~self._hand_clear(candidates), kind="stable")
       for rank in order:
