@@ -330,6 +330,7 @@ class BinPickExpert:
         mask,
         Stage.MOVE_ABOVE,
         f"grasp {self.names[plan.object_index]} width {plan.width * 1000:.1f} mm "
+        f"tilt {plan.tilt_deg:.0f} deg level {plan.level} strip {plan.strip} "
         f"(candidate {plan.candidate_rank}, {result.checked} checked)",
       )
 

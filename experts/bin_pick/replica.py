@@ -89,6 +89,12 @@ class GraspPlan:
   grasp_above_bottom: float
   """Tool site height above the object's lowest point at the grasp [m]."""
   candidate_rank: int
+  tilt_deg: float
+  """Tilt about the closing axis [deg]."""
+  level: int
+  """Height level index (``GraspSearchCfg.height_fractions``, then the lowest)."""
+  strip: int
+  """Pad strip offset (-1, 0, 1)."""
 
 
 @dataclass
@@ -386,7 +392,10 @@ class GraspReplica:
                 open_width=self.open_width(float(candidates.width[rank])),
                 transit_z=transit_z,
                 grasp_above_bottom=float(pos[2] - bottom),
-                candidate_rank=rank,
+                candidate_rank=int(rank),
+                tilt_deg=float(np.degrees(candidates.tilt[rank])),
+                level=int(candidates.level[rank]),
+                strip=int(candidates.strip[rank]),
               ),
               rejections,
               checked,
