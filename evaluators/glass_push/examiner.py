@@ -31,6 +31,12 @@ _ERRORS = {
 
 def _serve(conn: Connection, admin: Connection, jobs: list[tuple]) -> None:
   """Worker process: owns the worlds, answers requests until closed."""
+  import os
+
+  # Offscreen pictures without a display: OSMesa unless the user chose (this
+  # process imports neither torch nor mjlab, so the choice is safe here).
+  if "MUJOCO_GL" not in os.environ and not os.environ.get("DISPLAY"):
+    os.environ["MUJOCO_GL"] = "osmesa"
   from evaluators.glass_push.world import GlassWorld
 
   try:

@@ -698,8 +698,11 @@ class GlassWorld:
       glass = int(glass)
     if aim is not None:
       aim = _point(aim, "aim").tolist()
-    if np.any(way[:, 2] < LOWEST_TCP_Z - 1e-9) or np.any(way[:, 2] > 0.6):
+    # Recorded paths sag a fraction of a millimetre below the lowest height:
+    # accept 2 mm and hold the hand at the lowest height.
+    if np.any(way[:, 2] < LOWEST_TCP_Z - 0.002) or np.any(way[:, 2] > 0.6):
       raise ValueError(f"waypoint heights must be within [{LOWEST_TCP_Z}, 0.6] m")
+    way[:, 2] = np.maximum(way[:, 2], LOWEST_TCP_Z)
     for k, row in enumerate(way):
       self._check_start(row[:2], f"waypoint {k}")
     steps = np.linalg.norm(np.diff(way[:, :3], axis=0), axis=1)
@@ -831,8 +834,14 @@ class GlassWorld:
 
   def write_film(self, path: str) -> int:
     """Render the recorded film poses to an mp4; returns the frame count."""
+    import shutil
+
     import mediapy
 
+    if shutil.which("ffmpeg") is None:
+      import imageio_ffmpeg
+
+      mediapy.set_ffmpeg(imageio_ffmpeg.get_ffmpeg_exe())
     frames = [self._render(q, "film", FILM_SIZE, False) for q in self._film_qpos]
     if frames:
       mediapy.write_video(path, frames, fps=FILM_FPS)
