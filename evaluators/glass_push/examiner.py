@@ -114,7 +114,16 @@ class _Workers:
       for slot, i in enumerate(group):
         self.route[i] = (w, slot)
     for w, conn in enumerate(self.conns):
-      reply = conn.recv()[0]
+      try:
+        reply = conn.recv()[0]
+      except EOFError:
+        self.procs[w].join(timeout=5)
+        code = self.procs[w].exitcode
+        self.close()
+        raise RuntimeError(
+          f"the examiner's worker process ended while starting (exit code "
+          f"{code}); see its error output above"
+        ) from None
       if reply[0] == "error":
         self.close()
         _raise(reply, tables[groups[w][0]])

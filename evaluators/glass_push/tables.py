@@ -31,6 +31,10 @@ RACK_SHELF_HALF = (0.25, 0.09, 0.01)
 RACK_SHELF_TOP = 0.10
 MIN_GLASSES, MAX_GLASSES = 5, 10
 MIN_GAP = 0.002  # Clearance between widest circles at placement [m].
+# Crowding: most glasses are placed beside one already there, with a gap of
+# MIN_GAP to MAX_CROWD_GAP between widest rings (too little for a finger).
+CLUSTER = 0.85
+MAX_CROWD_GAP = 0.012
 
 # Glass material numbers used for masses: soda-lime glass density, wall and
 # base thickness of ordinary drinking glasses.
@@ -133,8 +137,17 @@ def _draw(table: int) -> list[Glass]:
   for k in order:
     r = shapes[k]["widest"] / 2
     for _ in range(4000):
-      x = cx + rng.uniform(-hx, hx)
-      y = cy + rng.uniform(-hy, hy)
+      if placed and rng.random() < CLUSTER:
+        # Crowd: next to a glass already placed, a few millimetres away.
+        j = list(placed)[int(rng.integers(len(placed)))]
+        a = rng.uniform(0, 2 * math.pi)
+        dist = r + shapes[j]["widest"] / 2 + rng.uniform(MIN_GAP, MAX_CROWD_GAP)
+        x, y = placed[j][0] + dist * math.cos(a), placed[j][1] + dist * math.sin(a)
+        if abs(x - cx) > hx or abs(y - cy) > hy:
+          continue
+      else:
+        x = cx + rng.uniform(-hx, hx)
+        y = cy + rng.uniform(-hy, hy)
       if all(
         math.hypot(x - px, y - py) >= r + shapes[j]["widest"] / 2 + MIN_GAP
         for j, (px, py) in placed.items()
