@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import ast
 import gc
+import json
 import math
+import subprocess
+import sys
 import types
 from pathlib import Path
 
@@ -369,6 +372,8 @@ def test_layout_imports():
           "Examiner",
           "ExaminerBatch",
           "BudgetSpent",
+          "HAND",
+          "has_room",
         }, path
       if isinstance(node, ast.Import):
         assert not any(a.name.startswith("evaluators") for a in node.names)
@@ -396,3 +401,87 @@ def test_examiner_servo_numbers_match_the_robot_entity():
     values["GRIPPER_KV"],
     values["GRIPPER_EFFORT_LIMIT"],
   )
+
+
+# -- scoring, solutions, CLI -----------------------------------------------------
+
+
+def test_scoring_counts_from_the_record():
+  from evaluators.glass_push.scoring import markdown, score_record, summarize
+
+  world = lone_world(tumbler(0, 0.45, -0.25), tumbler(1, 0.35, -0.05), pushes=3)
+  world.push(request(0, (0.35, -0.25), travel=0.03, aim=(0.50, -0.25)))
+  world.take(1)
+  world.refuse(0, "testing")
+  row = score_record(world.record())
+  assert row["taken_with_room"] == 1 and row["taken_without_room"] == 0
+  assert row["pushes_used"] == 1 and row["budget"] == 3
+  assert row["toppled"] == 0 and row["knocked_off"] == 0
+  assert row["left_on_table"] == 1 and row["refusals"] == 1
+  assert row["aim_error_mean"] == pytest.approx(world.actions[0]["aim_error"])
+  total = summarize([row, row])
+  assert total["taken_with_room"] == 2 and total["tables"] == 2
+  assert "| 10001 |" in markdown("x", [row], summarize([row]))
+
+
+def test_geometric_solution_respects_the_tipping_limit():
+  from experts.glass_push.geometric import (
+    MU_PRIOR,
+    FrictionEstimate,
+    contact_height,
+    mass_estimate,
+    tipping_limit_ok,
+  )
+
+  low = {"height": 0.07, "widest": 0.07, "foot": 0.06}
+  tall = {"height": 0.15, "widest": 0.07, "foot": 0.045}
+  assert contact_height(low) < 0.04 < 0.079 < contact_height(tall)
+  assert tipping_limit_ok(low, MU_PRIOR)
+  assert not tipping_limit_ok(tall, MU_PRIOR)
+  est = FrictionEstimate()
+  m = mass_estimate(tall)
+  report = {"blocked": False, "jammed": False, "touched": 0.01, "pushed": 0.03}
+  for mu in (0.15, 0.2, 0.25):
+    est.add(tall, dict(report, peak=mu * m * 9.81))
+  est.add(tall, dict(report, peak=99.0, jammed=True))  # not evidence
+  assert est.mu == pytest.approx(0.2)
+  assert tipping_limit_ok(tall, est.mu)
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+  return subprocess.run(
+    [sys.executable, str(ROOT / "scripts" / "glass_push_exam.py"), *args],
+    capture_output=True,
+    text=True,
+    cwd=ROOT,
+    timeout=900,
+  )
+
+
+def test_cli_scores_a_table_range_and_refuses_an_existing_folder(tmp_path):
+  out = tmp_path / "exam"
+  result = run_cli(
+    "--solution", "nudge", "--tables", "10000-10001", "--output", str(out)
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  report = json.loads((out / "scores.json").read_text())
+  assert [r["table"] for r in report["rows"]] == [10000, 10001]
+  assert report["total"]["glasses"] == sum(len(_draw_table(t)) for t in (10000, 10001))
+  assert report["source"]["sources_sha256"]
+  assert "| **all 2** |" in (out / "scores.md").read_text()
+  record = json.loads((out / "tables" / "10000.json").read_text())
+  assert "friction" not in record
+  demos = np.load(out / "demos" / "10000.npz")
+  actions = [k for k in demos.files if k.startswith("action_")]
+  assert len(actions) == record["pushes_used"]
+  for k in actions:
+    assert demos[k].shape[1] == 6
+  again = run_cli("--solution", "nudge", "--tables", "10000", "--output", str(out))
+  assert again.returncode != 0 and "already exists" in again.stderr
+  bad = run_cli(
+    "--solution", "nudge", "--tables", "9-3", "--output", str(tmp_path / "b")
+  )
+  assert bad.returncode != 0 and "empty" in bad.stderr
+  help_text = run_cli("--help").stdout
+  for flag in ("--solution", "--tables", "--output", "--pushes", "--film", "--jobs"):
+    assert flag in help_text

@@ -16,7 +16,13 @@ AIM_X = (0.28, 0.66)
 AIM_Y = (-0.44, -0.02)
 # Readings are noisy (widths about 3 mm): judge room with this margin.
 WIDTH_MARGIN = 0.006
-START_CLEARANCE = 0.012  # hand footprint clear of other glasses at the start
+START_MARGIN = 0.004  # hand footprint clear of other glasses at the start
+# The closed hand seen from above: the pads and finger links (+-16 mm across
+# the heading, +-12.5 mm along it) go down to the table; the housing
+# (+-30 x +-22 mm) only reaches heights above HOUSING_Z.
+LOW_FOOTPRINT = math.hypot(0.016, 0.0125)
+HIGH_FOOTPRINT = math.hypot(0.030, 0.022)
+HOUSING_Z = HAND["lowest_tcp_z"] + HAND["housing_above_tcp"]
 
 
 def arrays(readings: list[dict]):
@@ -48,12 +54,19 @@ def reachable(p) -> bool:
   return HAND["reach_min"] + 0.01 <= r <= HAND["reach_max"] - 0.01
 
 
-def push_request(reading: dict, heading: float, travel: float, gap: float = 0.03):
+def leading_part(reading: dict) -> float:
+  """How far the hand part that meets this glass leads the tool axis."""
+  if reading["height"] > HOUSING_Z:
+    return HAND["housing_lead"]
+  return HAND["pad_lead"]
+
+
+def push_request(reading: dict, heading: float, travel: float, gap: float = 0.015):
   """A push of one glass along ``heading``: the hand comes down ``gap`` behind
   the glass's widest ring, feels up to twice that, pushes ``travel``."""
   u = np.array([math.cos(heading), math.sin(heading)])
   centre = np.array([reading["x"], reading["y"]])
-  start = centre - u * (reading["widest"] / 2 + HAND["housing_lead"] + gap)
+  start = centre - u * (reading["widest"] / 2 + leading_part(reading) + gap)
   aim = centre + u * travel
   return {
     "glass": int(reading["id"]),
@@ -71,8 +84,9 @@ def start_is_clear(request: dict, readings: list[dict]) -> bool:
   for r in readings:
     if r["id"] == request["glass"]:
       continue
+    foot = HIGH_FOOTPRINT if r["height"] > HOUSING_Z else LOW_FOOTPRINT
     if math.hypot(r["x"] - start[0], r["y"] - start[1]) < (
-      r["widest"] / 2 + 0.037 + START_CLEARANCE
+      r["widest"] / 2 + foot + START_MARGIN
     ):
       return False
   end = start + (request["reach"] + request["travel"]) * np.array(

@@ -1,9 +1,10 @@
 """Blind nudge: the baseline that ignores the force readings.
 
-One look; every glass without room (by the readings) is nudged once, 30 mm
-straight away from its nearest neighbour; one more look; every standing
-glass that now seems to have room is taken. It never refuses, never reads a
-report and never thinks about tipping.
+One look; every glass without room (by the readings) is nudged once, 30 mm,
+in the direction (of 8) that leads most directly away from its nearest
+neighbour among those where the hand can come down beside it; one more look;
+every standing glass that now seems to have room is taken. It never refuses,
+never reads a report and never thinks about tipping.
 """
 
 from __future__ import annotations
@@ -32,10 +33,17 @@ def solve(examiner: Examiner) -> None:
     d = np.linalg.norm(xy - xy[k], axis=1)
     d[k] = np.inf
     away = xy[k] - xy[int(np.argmin(d))]
-    heading = math.atan2(away[1], away[0])
-    request = push_request(reading, heading, NUDGE)
-    if not start_is_clear(request, []):  # only the arm's reach, blindly
+    away /= np.linalg.norm(away)
+    options = [
+      push_request(reading, float(h), NUDGE) for h in np.radians(range(0, 360, 45))
+    ]
+    options = [r for r in options if start_is_clear(r, readings)]
+    if not options:
       continue
+    request = max(
+      options,
+      key=lambda r: math.cos(r["heading"]) * away[0] + math.sin(r["heading"]) * away[1],
+    )
     try:
       examiner.push(request)
     except BudgetSpent:
