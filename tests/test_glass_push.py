@@ -123,6 +123,27 @@ def test_look_noise_sizes_position_smallest_width_largest():
   assert std["pos"] < std["height"] < min(std["widest"], std["foot"])
 
 
+def test_batch_form_matches_single_examiners():
+  from evaluators.glass_push import ExaminerBatch
+
+  batch = ExaminerBatch(tables=[10025, 10026], pushes=2, workers=2)
+  try:
+    looks = batch.look()
+    g = looks[1][0]
+    reports = batch.push(
+      [None, request(g["id"], (g["x"], g["y"] + 0.3), heading=0.0, reach=0.02)]
+    )
+    assert reports[0] is None and reports[1]["touched"] is None
+    with pytest.raises(ValueError, match="table 10025: unknown glass"):
+      batch.take([99, None])
+  finally:
+    batch.close()
+  with Exam([10025]) as exam:
+    assert exam.examiners[0].look() == looks[0]
+  with pytest.raises(NotImplementedError, match="MuJoCo Warp"):
+    ExaminerBatch(tables=[10025], engine="warp")
+
+
 # -- the push routine ----------------------------------------------------------
 
 
@@ -485,3 +506,19 @@ def test_cli_scores_a_table_range_and_refuses_an_existing_folder(tmp_path):
   help_text = run_cli("--help").stdout
   for flag in ("--solution", "--tables", "--output", "--pushes", "--film", "--jobs"):
     assert flag in help_text
+
+
+def test_hand_numbers_match_the_robot_model():
+  from assets.ur5_rg2.model import RG2_TCP_OFFSET, build_ur5_rg2_spec
+  from evaluators.glass_push import HAND
+
+  model = build_ur5_rg2_spec().compile()
+  housing = model.geom("rg2_housing")
+  pad = model.geom("left_pad")
+  # The tool points down; the hand's y axis leads along the heading.
+  top_of_housing_gap = RG2_TCP_OFFSET - (housing.pos[2] + housing.size[2])
+  assert HAND["housing_above_tcp"] == pytest.approx(top_of_housing_gap)
+  assert HAND["housing_lead"] == pytest.approx(housing.size[1])
+  assert HAND["pad_lead"] == pytest.approx(pad.size[1])
+  assert HAND["pad_half_z"] == pytest.approx(pad.size[2])
+  assert HAND["lowest_tcp_z"] == pytest.approx(pad.size[2] + 0.002)
