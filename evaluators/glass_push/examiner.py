@@ -12,6 +12,7 @@ scores a run reads them through a separate pipe that the client never holds
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 from multiprocessing.connection import Connection, wait
 
 import numpy as np
@@ -31,12 +32,6 @@ _ERRORS = {
 
 def _serve(conn: Connection, admin: Connection, jobs: list[tuple]) -> None:
   """Worker process: owns the worlds, answers requests until closed."""
-  import os
-
-  # Offscreen pictures without a display: OSMesa unless the user chose (this
-  # process imports neither torch nor mjlab, so the choice is safe here).
-  if "MUJOCO_GL" not in os.environ and not os.environ.get("DISPLAY"):
-    os.environ["MUJOCO_GL"] = "osmesa"
   from evaluators.glass_push.world import GlassWorld
 
   try:
@@ -105,7 +100,17 @@ class _Workers:
         daemon=True,
         name=f"glass-examiner-{w}",
       )
-      proc.start()
+      # Offscreen pictures without a display: OSMesa unless the user chose.
+      # Set only for the child's start (it imports neither torch nor mjlab);
+      # this process keeps its own setting.
+      chose = "MUJOCO_GL" in os.environ or bool(os.environ.get("DISPLAY"))
+      if not chose:
+        os.environ["MUJOCO_GL"] = "osmesa"
+      try:
+        proc.start()
+      finally:
+        if not chose:
+          del os.environ["MUJOCO_GL"]
       child.close()
       child_admin.close()
       self.conns.append(conn)

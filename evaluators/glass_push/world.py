@@ -14,9 +14,16 @@ import mujoco
 import numpy as np
 
 from assets.ur5_rg2 import ARM_JOINT_NAMES, TCP_SITE_NAME, build_ur5_rg2_spec
-from assets.ur5_rg2.model import ARM_JOINT_EFFORT_LIMIT, HAND_BODY_NAME, RG2_PAD_HALF
+from assets.ur5_rg2.model import ARM_JOINT_EFFORT_LIMIT, HAND_BODY_NAME
 from evaluators.glass_push import room as room_rule
 from evaluators.glass_push.errors import BudgetSpent
+from evaluators.glass_push.hand import (
+  LOWEST_TCP_Z,
+  PAD_HALF_Z,
+  PAD_LEAD,  # noqa: F401 - re-exported for callers of the world module
+  REACH_MAX,
+  REACH_MIN,
+)
 from evaluators.glass_push.tables import (
   RACK_CENTER,
   RACK_SHELF_HALF,
@@ -50,15 +57,7 @@ TRANSIT_SPEED = 0.200
 TURN_SPEED = math.pi / 2  # rad/s, heading change in transit
 TOUCH_FORCE = 0.1  # N, descent and feel
 JAM_FORCE = 20.0  # N, push
-# The hand points down; its pads hang this far below the tool point.
-PAD_HALF_Z = RG2_PAD_HALF[2]
-# Lowest reachable tool height: pad bottoms 2 mm above the table top.
-LOWEST_TCP_Z = PAD_HALF_Z + 0.002
-# Pads lead the tool axis by half their width along the heading.
-PAD_LEAD = RG2_PAD_HALF[1]
 LIFT_CLEARANCE = 0.03  # pad bottoms above the tallest glass [m]
-# Reachable start points: horizontal distance from the robot base axis.
-REACH_MIN, REACH_MAX = 0.25, 0.72
 MAX_REACH_REQUEST = 0.30  # m, longest feel
 MAX_TRAVEL_REQUEST = 0.30  # m
 # follow(): waypoints at the recording rate, at most this far apart.
