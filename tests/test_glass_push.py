@@ -22,6 +22,7 @@ from evaluators.glass_push import (
   BudgetSpent,
   Exam,
   Examiner,
+  ExaminerBatch,
   TrainingExaminer,
 )
 from evaluators.glass_push.tables import Glass, _draw_table, training_table
@@ -124,8 +125,6 @@ def test_look_noise_sizes_position_smallest_width_largest():
 
 
 def test_batch_form_matches_single_examiners():
-  from evaluators.glass_push import ExaminerBatch
-
   batch = ExaminerBatch(tables=[10025, 10026], pushes=2, workers=2)
   try:
     looks = batch.look()
@@ -142,6 +141,13 @@ def test_batch_form_matches_single_examiners():
     assert exam.examiners[0].look() == looks[0]
   with pytest.raises(NotImplementedError, match="MuJoCo Warp"):
     ExaminerBatch(tables=[10025], engine="warp")
+
+
+def line_chunk(x0, x1, y, z, speed=0.02):
+  """Waypoints (x, y, z, heading 0) at 50 Hz along +x."""
+  n = int(round(abs(x1 - x0) / (speed * 0.02))) + 1
+  xs = np.linspace(x0, x1, n)
+  return np.stack([xs, np.full(n, y), np.full(n, z), np.zeros(n)], 1)
 
 
 # -- the push routine ----------------------------------------------------------
@@ -186,6 +192,12 @@ def test_push_into_a_fixed_obstacle_jams():
   assert report["touched"] is not None and report["jammed"] is True
   assert report["peak"] > JAM_FORCE
   assert report["pushed"] < 0.01  # stopped where it jammed
+  # The same through follow(): waypoints into the post jam and back off.
+  world = lone_world(tumbler(0, 0.45, -0.42), obstacle=(0.50, -0.20))
+  report = world.follow(line_chunk(0.40, 0.50, -0.20, 0.03))
+  assert report["touched"] is not None and report["jammed"] is True
+  assert report["peak"] > JAM_FORCE
+  assert world.hand_position()[0] < 0.47 - 0.0125 - 0.01  # backed off
 
 
 def test_push_with_nothing_in_reach_reports_no_touch():
@@ -198,13 +210,6 @@ def test_push_with_nothing_in_reach_reports_no_touch():
     "peak": 0.0,
     "pushed": 0.0,
   }
-
-
-def line_chunk(x0, x1, y, z, speed=0.02):
-  """Waypoints (x, y, z, heading 0) at 50 Hz along +x."""
-  n = int(round(abs(x1 - x0) / (speed * 0.02))) + 1
-  xs = np.linspace(x0, x1, n)
-  return np.stack([xs, np.full(n, y), np.full(n, z), np.zeros(n)], 1)
 
 
 def test_tipping_follows_friction():
@@ -370,8 +375,21 @@ def test_nothing_hidden_is_reachable_from_the_solution_api():
       examiner._ask("record")
   finally:
     examiner.close()
+  batch = ExaminerBatch(tables=[10025, 10026], pushes=2, workers=2)
+  try:
+    for name in ("look", "push", "follow", "take", "top_view", "refuse"):
+      for obj in _reachable(getattr(batch, name)):
+        assert not isinstance(obj, (mujoco.MjModel, mujoco.MjData, World, Glass))
+        assert not isinstance(obj, float) or obj not in secret_floats
+  finally:
+    batch.close()
   with pytest.raises(PermissionError):
     TrainingExaminer(10025)
+  # The training interface hands out the truth, for training tables only.
+  with TrainingExaminer(5, pushes=1) as trainer:
+    truth = trainer.truth()
+  assert [Glass(**g) for g in truth["glasses"]] == training_table(5)
+  assert "friction" not in truth
 
 
 def test_layout_imports():

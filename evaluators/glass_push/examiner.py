@@ -194,7 +194,7 @@ class Examiner:
 
   __slots__ = ("_conn", "_slot", "_owner", "table", "pushes")
 
-  def __init__(self, table: int, pushes: int = 20, engine: str = "mujoco"):
+  def __init__(self, table: int, pushes: int = 15, engine: str = "mujoco"):
     _check_engine(engine)
     self._owner = _Workers([table], pushes, False, None, 1)
     self._conn = self._owner.conns[0]
@@ -276,7 +276,7 @@ class ExaminerBatch:
   __slots__ = ("_conns", "_route", "_owner", "tables", "pushes")
 
   def __init__(
-    self, tables, pushes: int = 20, workers: int = 2, engine: str = "mujoco"
+    self, tables, pushes: int = 15, workers: int = 2, engine: str = "mujoco"
   ):
     _check_engine(engine)
     self._owner = _Workers(list(tables), pushes, False, None, workers)
@@ -343,7 +343,7 @@ class Exam:
   """
 
   def __init__(
-    self, tables, pushes: int = 20, film: bool = False, physics=None, workers: int = 1
+    self, tables, pushes: int = 15, film: bool = False, physics=None, workers: int = 1
   ):
     self.tables = [int(t) for t in tables]
     self.pushes = int(pushes)
@@ -385,7 +385,7 @@ class TrainingExaminer(Examiner):
 
   __slots__ = ()
 
-  def __init__(self, table: int, pushes: int = 20, engine: str = "mujoco"):
+  def __init__(self, table: int, pushes: int = 15, engine: str = "mujoco"):
     if not is_training_table(table):
       raise PermissionError(
         f"table {table} is an evaluation table; the training interface serves "

@@ -355,6 +355,10 @@ class GlassWorld:
     glasses = _draw_table(table)
     if self.physics.glasses is not None:
       glasses = list(self.physics.glasses)
+      if not 1 <= len(glasses) <= len(RACK_SLOTS):
+        raise ValueError(f"a table holds 1 to {len(RACK_SLOTS)} glasses")
+      if len({g.id for g in glasses}) != len(glasses):
+        raise ValueError("glass ids must be unique")
     self.table = int(table)
     self.glasses = tuple(glasses)
     self.budget = int(pushes)
@@ -753,15 +757,14 @@ class GlassWorld:
             jammed = True
             break
       if jammed:
-        back = self._cmd - self.hand_position()
-        back[2] = 0.0
-        norm = float(np.linalg.norm(back)) or 1.0
-        u = np.array([math.cos(self._heading), math.sin(self._heading), 0.0])
-        self._move(
-          self._cmd - BACK_OFF * u if norm == 1.0 else self._cmd,
-          self._heading,
-          BACK_OFF_SPEED,
-        )
+        # Back 20 mm against the last waypoint step's horizontal direction.
+        move = row[:3] - p0
+        move[2] = 0.0
+        length = float(np.linalg.norm(move))
+        if length < 1e-9:
+          move = np.array([math.cos(self._heading), math.sin(self._heading), 0.0])
+          length = 1.0
+        self._move(self._cmd - BACK_OFF * move / length, self._heading, BACK_OFF_SPEED)
     report = {
       "blocked": bool(blocked),
       "touched": touched,
@@ -790,7 +793,7 @@ class GlassWorld:
         np.array([g.widest for _, g in others]),
       )
     )
-    slot = RACK_SLOTS[len(self.taken) % len(RACK_SLOTS)]
+    slot = RACK_SLOTS[len(self.taken)]
     self.taken[int(glass)] = dict(room=bool(room), state=me, step=self._steps)
     d = self.data
     q = self._gq[k]
