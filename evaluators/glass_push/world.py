@@ -306,6 +306,7 @@ NOISE_POSITION = 0.001
 NOISE_HEIGHT = 0.002
 NOISE_WIDTH = 0.003
 FILM_FPS = 10
+FILM_EVERY = int(round(1 / (FILM_FPS * TIMESTEP)))  # physics steps per frame
 FILM_SIZE = (480, 360)
 RACK_SLOTS = tuple(
   (RACK_CENTER[0] + dx, RACK_CENTER[1] + dy)
@@ -478,7 +479,7 @@ class GlassWorld:
       p = d.site_xpos[self._tcp]
       r = d.site_xmat[self._tcp]
       self._rec.append((d.time, p[0], p[1], p[2], math.atan2(r[4], r[1]), force))
-    if self.film and self._steps % int(round(1 / (FILM_FPS * TIMESTEP))) == 0:
+    if self.film and self._steps % FILM_EVERY == 0:
       self._film_qpos.append(d.qpos.copy())
     return force
 
@@ -571,6 +572,7 @@ class GlassWorld:
   # -- the calls -----------------------------------------------------------------
 
   def look(self) -> list[dict]:
+    """Noisy readings of the glasses on the table (noise from table, look)."""
     self.looks += 1
     rng = np.random.default_rng([self.table, self.looks, 0x6C6F6F6B])
     sigma = np.array(
@@ -630,6 +632,19 @@ class GlassWorld:
       )
 
   def push(self, request: dict) -> dict:
+    """The seed's six-step push; see docs/glass_push.md.
+
+    Args:
+      request: {"glass", "start" [x, y], "heading" rad, "reach" m, "travel" m,
+        "aim" [x, y]}.
+
+    Returns:
+      {"blocked", "touched" (m or None), "jammed", "peak" (N), "pushed" (m)}.
+
+    Raises:
+      ValueError: a malformed request (costs no push).
+      BudgetSpent: the budget is used up.
+    """
     if not isinstance(request, dict):
       raise ValueError(f"push() takes a dict, got {type(request).__name__}")
     need = {"glass", "start", "heading", "reach", "travel", "aim"}
@@ -685,6 +700,8 @@ class GlassWorld:
     return self._end("push", clean, report, glass, aim.tolist())
 
   def follow(self, chunk, glass=None, aim=None) -> dict:
+    """Tool-point waypoints [K, 4] (x, y, z, heading) at 50 Hz, reported like
+    a push; ``glass`` and ``aim`` (optional) record an aim error."""
     try:
       way = np.asarray(chunk, dtype=float)
     except (TypeError, ValueError) as err:
@@ -775,6 +792,7 @@ class GlassWorld:
     return self._end("follow", way.tolist(), report, glass, aim)
 
   def take(self, glass) -> None:
+    """Move a glass to the rack; record whether it truly had room."""
     k = self._glass_index(glass)
     states = self.glass_states()
     me = states[k]
@@ -806,6 +824,7 @@ class GlassWorld:
       self._step()
 
   def refuse(self, glass, reason) -> None:
+    """Record a refusal with its reason (the glass stays)."""
     self._glass_index(glass)
     if not isinstance(reason, str) or not reason.strip():
       raise ValueError("refuse() needs a non-empty reason string")
