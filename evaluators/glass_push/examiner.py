@@ -76,7 +76,7 @@ def _serve(conn: Connection, admin: Connection, jobs: list[tuple]) -> None:
 
 
 def _raise(reply, table: int):
-  kind, name, message = reply
+  _, name, message = reply
   raise _ERRORS.get(name, RuntimeError)(f"table {table}: {message}")
 
 

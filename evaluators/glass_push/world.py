@@ -652,8 +652,7 @@ class GlassWorld:
       raise ValueError(
         f"push() needs exactly the keys {sorted(need)}, got {sorted(request)}"
       )
-    glass = int(request["glass"]) if not isinstance(request["glass"], bool) else None
-    self._glass_index(request["glass"])
+    glass = self.glasses[self._glass_index(request["glass"])].id
     start = _point(request["start"], "start")
     aim = _point(request["aim"], "aim")
     heading = _number(request["heading"], "heading")
@@ -714,8 +713,7 @@ class GlassWorld:
     if not np.all(np.isfinite(way)):
       raise ValueError("chunk holds NaN or infinite values")
     if glass is not None:
-      self._glass_index(glass)
-      glass = int(glass)
+      glass = self.glasses[self._glass_index(glass)].id
     if aim is not None:
       aim = _point(aim, "aim").tolist()
     # Recorded paths sag a fraction of a millimetre below the lowest height:
