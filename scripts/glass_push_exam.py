@@ -154,7 +154,8 @@ def main(args: Args) -> int:
   for r in errors:
     print(f"table {r['table']}: the solution raised {r['solution_error']}")
   print(
-    f"{args.solution}: {total['taken_with_room']}/{total['glasses']} glasses taken "
+    f"{args.solution}: {total['room_at_start']}/{total['glasses']} glasses had room "
+    f"at the start; {total['taken_with_room']}/{total['glasses']} taken "
     f"with room, {total['toppled']} toppled, {total['knocked_off']} knocked off, "
     f"{total['pushes_used']} pushes; report in {out}"
   )

@@ -71,7 +71,7 @@ def test_same_table_number_same_table_and_disjoint_ranges():
   a, b = _draw_table(10025), _draw_table(10025)
   assert a == b
   assert a != _draw_table(10026)
-  assert 5 <= len(a) <= 10
+  assert 7 <= len(a) <= 10
   assert {g.kind for t in range(10000, 10010) for g in _draw_table(t)} == {
     "tumbler",
     "stemmed",
@@ -92,6 +92,43 @@ def test_same_table_number_same_table_and_disjoint_ranges():
   assert training_table(5) == _draw_table(5)
   with pytest.raises(ValueError):
     _draw_table(20_000)
+
+
+def test_drawn_tables_are_crowded_and_the_hand_fits_around():
+  """Evaluation and training tables: most glasses have no room at the start
+  (the examiner's room rule on the truth), taking glasses with room without
+  any push leaves most of them on the table, and the hand can come down on
+  every side of every glass, within reach and on the table top."""
+  from evaluators.glass_push.hand import REACH_MAX, REACH_MIN
+  from evaluators.glass_push.room import has_room
+  from evaluators.glass_push.tables import TABLE_Y, takeable_without_pushing
+
+  for tables in (range(10000, 10020), range(0, 20)):
+    glasses = room = takeable = 0
+    for t in tables:
+      gs = _draw_table(t)
+      xy = np.array([[g.x, g.y] for g in gs])
+      widest = np.array([g.widest for g in gs])
+      glasses += len(gs)
+      room += sum(
+        has_room(xy[i], widest[i], np.delete(xy, i, 0), np.delete(widest, i))
+        for i in range(len(gs))
+      )
+      takeable += len(takeable_without_pushing(xy, widest))
+      # Packed: every glass within 5 mm of another.
+      gaps = (
+        np.linalg.norm(xy[:, None] - xy[None], axis=2)
+        - (widest[:, None] + widest[None]) / 2
+      )
+      np.fill_diagonal(gaps, np.inf)
+      assert np.all(gaps.min(1) <= 0.005) and gaps.min() >= 0.0
+      # A hand 40 mm outside any glass is within reach and on the table.
+      dist = np.linalg.norm(xy, axis=1)
+      assert np.all(dist + widest / 2 + 0.04 <= REACH_MAX)
+      assert np.all(dist - widest / 2 - 0.04 >= REACH_MIN)
+      assert np.all(xy[:, 1] - widest / 2 - 0.04 > TABLE_Y[0])
+    assert room < 0.25 * glasses, (tables, room, glasses)
+    assert takeable < 0.35 * glasses, (tables, takeable, glasses)
 
 
 def test_first_look_identical_across_examiners_second_differs():
@@ -457,6 +494,7 @@ def test_scoring_counts_from_the_record():
   assert row["pushes_used"] == 1 and row["budget"] == 3
   assert row["toppled"] == 0 and row["knocked_off"] == 0
   assert row["left_on_table"] == 1 and row["refusals"] == 1
+  assert row["room_at_start"] == 2 and row["takeable_without_pushing"] == 2
   assert row["aim_error_mean"] == pytest.approx(world.actions[0]["aim_error"])
   total = summarize([row, row])
   assert total["taken_with_room"] == 2 and total["tables"] == 2

@@ -2,6 +2,11 @@
 
 Every solution is marked the same way, per table:
 
+- ``room_at_start``: glasses that had room on the drawn table, before any
+  action (``room.has_room`` on the true centres and widest rings), and
+  ``takeable_without_pushing``: how many could be taken one after another
+  with room and no push at all (``tables.takeable_without_pushing``); both
+  describe the table, not the solution;
 - ``taken_with_room`` / ``taken_without_room``: takes whose glass really had
   room (``room.has_room`` on the true geometry at the moment of the take);
 - ``toppled``: glasses lying down at the end (or when taken), on the table,
@@ -20,6 +25,9 @@ import math
 
 import numpy as np
 
+from evaluators.glass_push.room import has_room
+from evaluators.glass_push.tables import takeable_without_pushing
+
 
 def score_record(record: dict) -> dict:
   """One table's marks from its record (``Exam.records()``)."""
@@ -35,10 +43,18 @@ def score_record(record: dict) -> dict:
   knocked_off = sum(1 for s in final.values() if s["where"] == "off")
   left = sum(1 for s in final.values() if s["where"] == "table" and s["standing"])
   aims = [a["aim_error"] for a in record["actions"] if "aim_error" in a]
+  xy = np.array([[g["x"], g["y"]] for g in record["glasses"]]).reshape(-1, 2)
+  widest = np.array([g["widest"] for g in record["glasses"]])
+  room_at_start = sum(
+    has_room(xy[i], widest[i], np.delete(xy, i, 0), np.delete(widest, i))
+    for i in range(len(widest))
+  )
   reports = [a["report"] for a in record["actions"]]
   return {
     "table": record["table"],
     "glasses": len(record["glasses"]),
+    "room_at_start": int(room_at_start),
+    "takeable_without_pushing": len(takeable_without_pushing(xy, widest)),
     "taken_with_room": with_room,
     "taken_without_room": len(taken) - with_room,
     "toppled": toppled,
@@ -58,6 +74,8 @@ def score_record(record: dict) -> dict:
 
 _SUMMED = (
   "glasses",
+  "room_at_start",
+  "takeable_without_pushing",
   "taken_with_room",
   "taken_without_room",
   "toppled",
@@ -90,14 +108,15 @@ def _mm(value) -> str:
 def markdown(solution: str, rows: list[dict], total: dict) -> str:
   """A Markdown table of one solution's marks, one row per table + total."""
   head = (
-    "| table | glasses | taken with room | taken without room | toppled | "
+    "| table | glasses | room at start | takeable without pushing | taken with room | taken without room | toppled | "
     "knocked off | left standing | pushes | blocked | jammed | aim error mean "
     "[mm] | aim error max [mm] | refusals |"
   )
-  lines = [f"## Solution `{solution}`", "", head, "|" + " --- |" * 13]
+  lines = [f"## Solution `{solution}`", "", head, "|" + " --- |" * 15]
   for r in rows:
     lines.append(
-      f"| {r['table']} | {r['glasses']} | {r['taken_with_room']} | "
+      f"| {r['table']} | {r['glasses']} | {r['room_at_start']} | "
+      f"{r['takeable_without_pushing']} | {r['taken_with_room']} | "
       f"{r['taken_without_room']} | {r['toppled']} | {r['knocked_off']} | "
       f"{r['left_on_table']} | {r['pushes_used']}/{r['budget']} | {r['blocked']} | "
       f"{r['jammed']} | {_mm(r['aim_error_mean'])} | {_mm(r['aim_error_max'])} | "
@@ -105,7 +124,8 @@ def markdown(solution: str, rows: list[dict], total: dict) -> str:
     )
   t = total
   lines.append(
-    f"| **all {t['tables']}** | {t['glasses']} | {t['taken_with_room']} | "
+    f"| **all {t['tables']}** | {t['glasses']} | {t['room_at_start']} | "
+    f"{t['takeable_without_pushing']} | {t['taken_with_room']} | "
     f"{t['taken_without_room']} | {t['toppled']} | {t['knocked_off']} | "
     f"{t['left_on_table']} | {t['pushes_used']}/{t['budget']} | {t['blocked']} | "
     f"{t['jammed']} | {_mm(t['aim_error_mean_of_tables'])} | | {t['refusals']} |"
