@@ -525,6 +525,28 @@ def test_geometric_solution_respects_the_tipping_limit():
   assert tipping_limit_ok(tall, est.mu)
 
 
+def test_geometric_shove_prediction_and_probe():
+  from experts.glass_push.geometric import PROBE, plan_shove, shove_prediction
+
+  def reading(gid, x, y, height=0.07):
+    return dict(id=gid, x=x, y=y, height=height, widest=0.07, foot=0.06, standing=True)
+
+  # Glass 0 pushed 30 mm along +x into glass 1 (2 mm ahead): 1 is carried
+  # 28 mm; glass 2, beside the path, stays.
+  row = [reading(0, 0.40, -0.25), reading(1, 0.472, -0.25), reading(2, 0.40, -0.15)]
+  new = shove_prediction(row, 0, 0.0, 0.03)
+  assert new[0] == pytest.approx([0.43, -0.25])
+  assert new[1] == pytest.approx([0.50, -0.25])
+  assert new[2] == pytest.approx([0.40, -0.15])
+  # Before any friction evidence the shove is a 10 mm probe.
+  crowd = [
+    reading(g.id, g.x, g.y, g.height) | {"widest": g.widest, "foot": g.foot}
+    for g in training_table(0)
+  ]
+  probe = plan_shove(crowd, set(), 0.5, probe=True)
+  assert probe is not None and probe[0]["travel"] == PROBE and probe[1] > 0
+
+
 def run_cli(*args: str) -> subprocess.CompletedProcess:
   return subprocess.run(
     [sys.executable, str(ROOT / "scripts" / "glass_push_exam.py"), *args],

@@ -11,6 +11,14 @@ housing's lower edge. mu is unknown: the solution starts from a pessimistic
 prior and replaces it with the median of peak / (m g) over its clean pushes,
 m estimated from the glass's measured size. A glass over the limit, or with
 no safe push, is refused with the reason.
+
+On a packed crowd no clean push exists (the hand can only come down outside
+the crowd, so every push drives a glass into its neighbours). Then, before
+any evidence, it makes one 10 mm probe push to measure the friction (too
+short to topple a glass that tips instead of sliding), and afterwards
+"shoves": pushes into the crowd that a first-order prediction (the glasses
+met are carried along the contact normal) says give more glasses room,
+within the tipping limit of the pushed glass and of every glass it carries.
 """
 
 from __future__ import annotations
@@ -35,6 +43,9 @@ TRAVELS = (0.015, 0.025, 0.035, 0.05)
 HEADINGS = np.radians(np.arange(0.0, 360.0, 22.5))
 SWEEP_GAP = 0.004  # the pushed glass's path keeps this clear of others
 MAX_TRIES = 2  # pushes per glass before it is refused
+SHOVES = (0.015, 0.03, 0.05)  # travels of a shove into the crowd
+PROBE = 0.010  # travel of the friction probe (FrictionEstimate needs 8 mm)
+MAX_SHOVES = 8  # shoves per table
 
 
 def mass_estimate(reading: dict) -> float:
@@ -58,12 +69,15 @@ class FrictionEstimate:
   def __init__(self):
     self.samples: list[float] = []
 
-  def add(self, reading: dict, report: dict) -> None:
+  def add(self, reading: dict, report: dict, mass: float | None = None) -> None:
+    """``mass``: the estimated mass the push moved (default: the glass's
+    own); a shove that carries neighbours counts theirs too."""
     if report["blocked"] or report["jammed"] or report["touched"] is None:
       return
     if report["pushed"] < 0.008:
       return
-    self.samples.append(report["peak"] / (mass_estimate(reading) * G))
+    mass = mass_estimate(reading) if mass is None else mass
+    self.samples.append(report["peak"] / (mass * G))
 
   @property
   def mu(self) -> float:
@@ -115,10 +129,100 @@ def plan(readings: list[dict], k: int) -> dict | None:
   return best
 
 
+def shove_prediction(readings, k, heading, travel) -> np.ndarray:
+  """First-order quasi-static shove: glass k moves ``travel`` along
+  ``heading``; each glass its path meets is carried along the contact normal
+  by the rest of the travel times the normal's share of the heading (one
+  level: what those glasses meet is ignored). Predicted centres [N, 2]."""
+  _, xy, widest, *_ = arrays(readings)
+  u = np.array([math.cos(heading), math.sin(heading)])
+  new = xy.copy()
+  new[k] = xy[k] + travel * u
+  for j in range(len(readings)):
+    if j == k:
+      continue
+    rel = xy[j] - xy[k]
+    along = float(rel @ u)
+    lateral = abs(float(rel[0] * u[1] - rel[1] * u[0]))
+    touch = (widest[j] + widest[k]) / 2
+    if along <= 0 or lateral >= touch:
+      continue
+    hit = along - math.sqrt(touch**2 - lateral**2)  # travel at first contact
+    if hit >= travel:
+      continue
+    normal = xy[j] - (xy[k] + max(hit, 0.0) * u)
+    normal /= np.linalg.norm(normal)
+    new[j] = xy[j] + (travel - max(hit, 0.0)) * max(float(normal @ u), 0.0) * normal
+  return new
+
+
+def _room_count(readings, centres) -> int:
+  moved = [
+    dict(r, x=float(p[0]), y=float(p[1]))
+    for r, p in zip(readings, centres, strict=True)
+  ]
+  return sum(r["standing"] and room_by_readings(moved, j) for j, r in enumerate(moved))
+
+
+def plan_shove(readings, refused, mu, probe) -> tuple[dict, float] | None:
+  """When no clean push exists: the shove that the first-order prediction
+  says gives the most glasses room (then the shortest), within the hand's
+  tipping limit for the shoved glass and, for every glass it carries, the
+  limit at the height where the two glasses meet (taken as the lower of
+  their tops; both pessimistic).
+
+  ``probe`` (no friction evidence yet): a PROBE push instead, to measure
+  the friction: 10 mm of travel, which tilts a glass that tips instead of
+  sliding by at most about 10 mm / 79.5 mm (7 degrees), far short of
+  toppling it, so it falls back; the glass that carries fewest others.
+  Returns (request, estimated mass it moves) or None."""
+  now = _room_count(readings, arrays(readings)[1])
+  best, best_key = None, None
+  _, xy, *_ = arrays(readings)
+  for k, reading in enumerate(readings):
+    if not reading["standing"] or reading["id"] in refused:
+      continue
+    if not probe and not tipping_limit_ok(reading, mu):
+      continue
+    for travel in (PROBE,) if probe else SHOVES:
+      for heading in HEADINGS:
+        request = push_request(reading, float(heading), travel)
+        if not in_aim_box(request["aim"]) or not start_is_clear(request, readings):
+          continue
+        new = shove_prediction(readings, k, float(heading), travel)
+        carried = [
+          j
+          for j in range(len(readings))
+          if j != k and np.linalg.norm(new[j] - xy[j]) > 1e-9
+        ]
+        if any(not readings[j]["standing"] for j in carried):
+          continue
+        if probe:
+          key = (-len(carried), -contact_height(reading) / reading["foot"])
+        else:
+          if any(
+            min(reading["height"], readings[j]["height"]) * SAFETY
+            > (readings[j]["foot"] / 2) / mu
+            for j in carried
+          ):
+            continue
+          gained = _room_count(readings, new) - now
+          if gained <= 0:
+            continue
+          key = (gained, -travel, -len(carried))
+        if best_key is None or key > best_key:
+          mass = mass_estimate(reading) + sum(
+            mass_estimate(readings[j]) for j in carried
+          )
+          best, best_key = (request, mass), key
+  return best
+
+
 def solve(examiner: Examiner) -> None:
   friction = FrictionEstimate()
   tries: dict[int, int] = {}
   refused: set[int] = set()
+  shoves = 0
   while True:
     readings = examiner.look()
     took = False
@@ -164,6 +268,19 @@ def solve(examiner: Examiner) -> None:
       friction.add(reading, report)
       pushed = True
       break
+    if not pushed and shoves < MAX_SHOVES:
+      probe = not friction.samples
+      shove = plan_shove(readings, refused, friction.mu, probe)
+      if shove is not None:
+        request, mass = shove
+        shoves += 1
+        try:
+          report = examiner.push(request)
+        except BudgetSpent:
+          return
+        k = next(i for i, r in enumerate(readings) if r["id"] == request["glass"])
+        friction.add(readings[k], report, mass)
+        continue
     if not pushed:
       for reading in readings:
         if reading["standing"] and reading["id"] not in refused:
