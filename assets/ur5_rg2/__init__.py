@@ -1,11 +1,10 @@
-"""UR5 CB3 + OnRobot RG2 (+ optional D415 on mount v4) for mjlab."""
+"""UR5 CB3 + OnRobot RG2 (+ optional D415 on mount v4) for mjlab.
 
-from assets.ur5_rg2.entity import (
-  ARM_ACTUATOR_NAMES,
-  GRIPPER_ACTUATOR_NAME,
-  HOME_JOINT_POS,
-  ur5_rg2_entity_cfg,
-)
+The model builder needs only MuJoCo; the mjlab entity names load on first use
+(PEP 562), so code that builds the robot in plain MuJoCo (the glass examiner's
+worker) never imports mjlab or torch.
+"""
+
 from assets.ur5_rg2.model import (
   ARM_JOINT_NAMES,
   HAND_BODY_NAME,
@@ -14,6 +13,26 @@ from assets.ur5_rg2.model import (
   build_ur5_rg2_spec,
   d415_nominal_intrinsics,
 )
+
+_ENTITY_NAMES = (
+  "ARM_ACTUATOR_NAMES",
+  "GRIPPER_ACTUATOR_NAME",
+  "HOME_JOINT_POS",
+  "ur5_rg2_entity_cfg",
+)
+
+
+def __getattr__(name: str):
+  if name in _ENTITY_NAMES:
+    # mjlab first: importing it loads this suite's tasks (entry point), which
+    # import these names; entity.py then loads in that one order.
+    import mjlab  # noqa: F401
+
+    from assets.ur5_rg2 import entity
+
+    return getattr(entity, name)
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
   "ARM_ACTUATOR_NAMES",

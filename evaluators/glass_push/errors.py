@@ -1,0 +1,11 @@
+"""Errors the examiner raises on a solution's side of the API."""
+
+from __future__ import annotations
+
+
+class BudgetSpent(RuntimeError):
+  """push()/follow() after the table's push budget is used up."""
+
+
+class ExaminerClosed(RuntimeError):
+  """A call on an examiner whose run has been closed."""

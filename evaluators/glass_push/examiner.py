@@ -1,0 +1,403 @@
+"""The examiner's client side: what a solution holds.
+
+The physics runs in worker processes (``multiprocessing``, spawn). A
+solution holds an ``Examiner`` (one table) or an ``ExaminerBatch`` (many
+tables): thin clients whose only state is a pipe end, the table number and
+the budget; every call sends a request and returns plain Python data. The
+true poses, shapes, masses and friction stay in the worker; the runner that
+scores a run reads them through a separate pipe that the client never holds
+(``Exam``). See docs/glass_push.md.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+from multiprocessing.connection import Connection, wait
+
+import numpy as np
+
+from evaluators.glass_push.errors import BudgetSpent, ExaminerClosed
+from evaluators.glass_push.tables import TRAINING_TABLES, is_training_table
+
+ENGINES = ("mujoco", "warp")
+_ERRORS = {
+  "ValueError": ValueError,
+  "TypeError": TypeError,
+  "PermissionError": PermissionError,
+  "BudgetSpent": BudgetSpent,
+  "RuntimeError": RuntimeError,
+}
+
+
+def _serve(conn: Connection, admin: Connection, jobs: list[tuple]) -> None:
+  """Worker process: owns the worlds, answers requests until closed."""
+  from evaluators.glass_push.world import GlassWorld
+
+  try:
+    worlds = [GlassWorld(*job) for job in jobs]
+  except Exception as err:  # noqa: BLE001 - reported to the client
+    conn.send([("error", type(err).__name__, str(err))])
+    return
+  conn.send([("ok", None)])
+  public = {"look", "top_view", "push", "follow", "take", "refuse"}
+  private = {"record", "write_film", "truth"}
+  live = {conn, admin}
+  while live:
+    for c in wait(list(live)):
+      try:
+        batch = c.recv()
+      except EOFError:
+        live.discard(c)
+        continue
+      if batch == "close":
+        for w in worlds:
+          w.close()
+        c.send("closed")
+        return
+      allowed = public if c is conn else private | public
+      replies = []
+      for index, op, args in batch:
+        if op not in allowed:
+          replies.append(("error", "ValueError", f"unknown request {op!r}"))
+          continue
+        try:
+          world = worlds[index]
+          if op == "truth":
+            value = dict(
+              glasses=[g.as_dict() for g in world.glasses], states=world.glass_states()
+            )
+          else:
+            value = getattr(world, op)(*args)
+          replies.append(("ok", value))
+        except Exception as err:  # noqa: BLE001 - reported to the client
+          replies.append(("error", type(err).__name__, str(err)))
+      c.send(replies)
+
+
+def _raise(reply, table: int):
+  _, name, message = reply
+  raise _ERRORS.get(name, RuntimeError)(f"table {table}: {message}")
+
+
+class _Workers:
+  """Worker processes holding a list of tables (examiner side)."""
+
+  def __init__(self, tables, pushes, film, physics, workers):
+    ctx = mp.get_context("spawn")
+    tables = [int(t) for t in tables]
+    n = max(1, min(workers, len(tables)))
+    groups = [list(range(len(tables)))[k::n] for k in range(n)]
+    self.route: list[tuple[int, int]] = [(0, 0)] * len(tables)
+    self.conns, self.admins, self.procs = [], [], []
+    for w, group in enumerate(groups):
+      conn, child = ctx.Pipe()
+      admin, child_admin = ctx.Pipe()
+      jobs = [(tables[i], pushes, physics, film) for i in group]
+      proc = ctx.Process(
+        target=_serve,
+        args=(child, child_admin, jobs),
+        daemon=True,
+        name=f"glass-examiner-{w}",
+      )
+      # Offscreen pictures without a display: OSMesa unless the user chose.
+      # Set only for the child's start (it imports neither torch nor mjlab);
+      # this process keeps its own setting.
+      chose = "MUJOCO_GL" in os.environ or bool(os.environ.get("DISPLAY"))
+      if not chose:
+        os.environ["MUJOCO_GL"] = "osmesa"
+      try:
+        proc.start()
+      finally:
+        if not chose:
+          del os.environ["MUJOCO_GL"]
+      child.close()
+      child_admin.close()
+      self.conns.append(conn)
+      self.admins.append(admin)
+      self.procs.append(proc)
+      for slot, i in enumerate(group):
+        self.route[i] = (w, slot)
+    for w, conn in enumerate(self.conns):
+      try:
+        reply = conn.recv()[0]
+      except EOFError:
+        self.procs[w].join(timeout=5)
+        code = self.procs[w].exitcode
+        self.close()
+        raise RuntimeError(
+          f"the examiner's worker process ended while starting (exit code "
+          f"{code}); see its error output above"
+        ) from None
+      if reply[0] == "error":
+        self.close()
+        _raise(reply, tables[groups[w][0]])
+
+  def close(self) -> None:
+    for c in self.admins:
+      try:
+        c.send("close")
+        c.recv()
+      except (OSError, EOFError):
+        pass
+    for p in self.procs:
+      p.join(timeout=10)
+      if p.is_alive():
+        p.terminate()
+    for c in self.conns + self.admins:
+      c.close()
+
+
+def _call(conns, route, tables, op, args_per_table):
+  """Send one request per table (None: skip), wait for every worker."""
+  per_worker: dict[int, list] = {}
+  for i, args in enumerate(args_per_table):
+    if args is None:
+      continue
+    w, slot = route[i]
+    per_worker.setdefault(w, []).append((i, (slot, op, args)))
+  for w, items in per_worker.items():
+    conns[w].send([req for _, req in items])
+  out = [None] * len(tables)
+  first_error = None
+  for w, items in per_worker.items():
+    replies = conns[w].recv()
+    for (i, _), reply in zip(items, replies, strict=True):
+      if reply[0] == "ok":
+        out[i] = reply[1]
+      elif first_error is None:
+        first_error = (reply, tables[i])
+  if first_error is not None:
+    _raise(*first_error)
+  return out
+
+
+def _check_engine(engine: str) -> None:
+  if engine not in ENGINES:
+    raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+  if engine == "warp":
+    raise NotImplementedError(
+      "the glass examiner runs on the C MuJoCo engine only; a MuJoCo Warp "
+      "implementation of the batched form is not built (docs/glass_push.md)"
+    )
+
+
+class Examiner:
+  """One table, seen from a solution: look, top_view, push, follow, take,
+  refuse. Holds nothing but a pipe end, the table number and the budget.
+
+  Args:
+    table: the table number.
+    pushes: the push budget (each push() or follow() uses one).
+    engine: "mujoco" (C MuJoCo on the CPU, deterministic).
+  """
+
+  __slots__ = ("_conn", "_slot", "_owner", "table", "pushes")
+
+  def __init__(self, table: int, pushes: int = 15, engine: str = "mujoco"):
+    _check_engine(engine)
+    self._owner = _Workers([table], pushes, False, None, 1)
+    self._conn = self._owner.conns[0]
+    self._slot = 0
+    self.table = int(table)
+    self.pushes = int(pushes)
+
+  @classmethod
+  def _attach(cls, conn: Connection, slot: int, table: int, pushes: int):
+    self = object.__new__(cls)
+    self._owner = None
+    self._conn, self._slot, self.table, self.pushes = conn, slot, table, pushes
+    return self
+
+  def _ask(self, op: str, *args):
+    if self._conn is None or self._conn.closed:
+      raise ExaminerClosed(f"table {self.table}: the run is closed")
+    self._conn.send([(self._slot, op, args)])
+    reply = self._conn.recv()[0]
+    if reply[0] != "ok":
+      _raise(reply, self.table)
+    return reply[1]
+
+  def look(self) -> list[dict]:
+    """Noisy readings {"id", "x", "y", "height", "widest", "foot", "standing"}
+    of every glass still on the table (metres)."""
+    return self._ask("look")
+
+  def top_view(self) -> np.ndarray:
+    """384x384x3 uint8 picture of the table from 750 mm above the zone."""
+    return self._ask("top_view")
+
+  def push(self, request: dict) -> dict:
+    """One parameterized push; returns {"blocked", "touched", "jammed",
+    "peak", "pushed"}. Raises BudgetSpent once the budget is used up."""
+    return self._ask("push", request)
+
+  def follow(self, chunk, glass: int | None = None, aim=None) -> dict:
+    """Hand waypoints [K, 4] (x, y, z, heading) at 50 Hz; reported like push."""
+    return self._ask("follow", np.asarray(chunk, dtype=float).tolist(), glass, aim)
+
+  def take(self, glass: int) -> None:
+    """Take a glass off the table into the rack."""
+    self._ask("take", glass)
+
+  def refuse(self, glass: int, reason: str) -> None:
+    """Record that the solution refuses a glass, with its reason."""
+    self._ask("refuse", glass, reason)
+
+  def close(self) -> None:
+    """End the run (only for an examiner made directly, not by an Exam)."""
+    if self._owner is not None:
+      self._owner.close()
+      self._owner = None
+    self._conn = None
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    self.close()
+
+  def __repr__(self) -> str:
+    return f"Examiner(table={self.table}, pushes={self.pushes})"
+
+
+class ExaminerBatch:
+  """Many tables at once: list in, list out, tables spread over worker
+  processes that run in parallel on the CPU. A ``None`` entry in a request
+  list skips that table for the call.
+
+  Args:
+    tables: table numbers.
+    pushes: the push budget of every table.
+    workers: worker processes (default: 2, or fewer for fewer tables).
+    engine: "mujoco".
+  """
+
+  __slots__ = ("_conns", "_route", "_owner", "tables", "pushes")
+
+  def __init__(
+    self, tables, pushes: int = 15, workers: int = 2, engine: str = "mujoco"
+  ):
+    _check_engine(engine)
+    self._owner = _Workers(list(tables), pushes, False, None, workers)
+    self._conns, self._route = self._owner.conns, self._owner.route
+    self.tables = [int(t) for t in tables]
+    self.pushes = int(pushes)
+
+  @classmethod
+  def _attach(cls, conns, route, tables, pushes):
+    self = object.__new__(cls)
+    self._owner = None
+    self._conns, self._route, self.tables, self.pushes = conns, route, tables, pushes
+    return self
+
+  def _all(self, op: str, per_table) -> list:
+    per_table = list(per_table)
+    if len(per_table) != len(self.tables):
+      raise ValueError(f"expected {len(self.tables)} entries, got {len(per_table)}")
+    return _call(self._conns, self._route, self.tables, op, per_table)
+
+  def look(self) -> list[list[dict]]:
+    return self._all("look", [()] * len(self.tables))
+
+  def top_view(self) -> list[np.ndarray]:
+    return self._all("top_view", [()] * len(self.tables))
+
+  def push(self, requests: list[dict | None]) -> list[dict | None]:
+    return self._all("push", [None if r is None else (r,) for r in requests])
+
+  def follow(self, chunks, glasses=None, aims=None) -> list[dict | None]:
+    n = len(self.tables)
+    glasses = glasses or [None] * n
+    aims = aims or [None] * n
+    return self._all(
+      "follow",
+      [
+        None if c is None else (np.asarray(c, float).tolist(), g, a)
+        for c, g, a in zip(chunks, glasses, aims, strict=True)
+      ],
+    )
+
+  def take(self, glasses: list[int | None]) -> None:
+    self._all("take", [None if g is None else (g,) for g in glasses])
+
+  def refuse(self, glasses: list[int | None], reasons: list[str | None]) -> None:
+    self._all(
+      "refuse",
+      [None if g is None else (g, r) for g, r in zip(glasses, reasons, strict=True)],
+    )
+
+  def close(self) -> None:
+    if self._owner is not None:
+      self._owner.close()
+      self._owner = None
+
+
+class Exam:
+  """The runner's side of a run over one or more tables.
+
+  ``examiners`` (one ``Examiner`` per table) or ``batch`` go to the solution;
+  the runner keeps the ``Exam`` and reads ``records()`` (truth included) for
+  scoring after the solution is done. ``physics`` is the private test and
+  training fixture (``world.PhysicsConfig``); ``film`` records film poses.
+  """
+
+  def __init__(
+    self, tables, pushes: int = 15, film: bool = False, physics=None, workers: int = 1
+  ):
+    self.tables = [int(t) for t in tables]
+    self.pushes = int(pushes)
+    self._workers = _Workers(self.tables, pushes, film, physics, workers)
+    w = self._workers
+    self.examiners = [
+      Examiner._attach(w.conns[wi], slot, t, self.pushes)
+      for (wi, slot), t in zip(w.route, self.tables, strict=True)
+    ]
+    self.batch = ExaminerBatch._attach(w.conns, w.route, self.tables, self.pushes)
+
+  def _admin(self, op: str, per_table) -> list:
+    return _call(self._workers.admins, self._workers.route, self.tables, op, per_table)
+
+  def records(self) -> list[dict]:
+    """Every table's record: truth, actions (with hand paths), final states."""
+    return self._admin("record", [()] * len(self.tables))
+
+  def write_films(self, paths) -> list[int]:
+    return self._admin("write_film", [(str(p),) for p in paths])
+
+  def close(self) -> None:
+    self._workers.close()
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    self.close()
+
+
+class TrainingExaminer(Examiner):
+  """An ``Examiner`` for training tables that also hands out the truth
+  (shapes, masses, true poses) as labels. Friction is never handed out.
+
+  Raises:
+    PermissionError: for an evaluation table.
+  """
+
+  __slots__ = ()
+
+  def __init__(self, table: int, pushes: int = 15, engine: str = "mujoco"):
+    if not is_training_table(table):
+      raise PermissionError(
+        f"table {table} is an evaluation table; the training interface serves "
+        f"tables {TRAINING_TABLES.start}-{TRAINING_TABLES.stop - 1} only"
+      )
+    super().__init__(table, pushes, engine)
+
+  def truth(self) -> dict:
+    """{"glasses": true shapes and masses, "states": true poses now}."""
+    w = self._owner
+    w.admins[0].send([(0, "truth", ())])
+    reply = w.admins[0].recv()[0]
+    if reply[0] != "ok":
+      _raise(reply, self.table)
+    return reply[1]

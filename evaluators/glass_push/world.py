@@ -1,0 +1,890 @@
+"""The examiner's world: scene, physics, the push routine, recording, truth.
+
+One ``GlassWorld`` owns one table's C MuJoCo model and data (2 ms step). It
+lives in the examiner's worker process (``examiner.py``); solutions reach it
+only through the client's requests. See docs/glass_push.md for the contract.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import mujoco
+import numpy as np
+
+from assets.ur5_rg2 import ARM_JOINT_NAMES, TCP_SITE_NAME, build_ur5_rg2_spec
+from assets.ur5_rg2.model import ARM_JOINT_EFFORT_LIMIT, HAND_BODY_NAME
+from evaluators.glass_push import room as room_rule
+from evaluators.glass_push.errors import BudgetSpent
+from evaluators.glass_push.hand import (
+  LOWEST_TCP_Z,
+  PAD_HALF_Z,
+  PAD_LEAD,  # noqa: F401 - re-exported for callers of the world module
+  REACH_MAX,
+  REACH_MIN,
+)
+from evaluators.glass_push.tables import (
+  RACK_CENTER,
+  RACK_SHELF_HALF,
+  RACK_SHELF_TOP,
+  TABLE_HEIGHT,
+  TABLE_X,
+  TABLE_Y,
+  ZONE_CENTER,
+  Glass,
+  _draw_table,
+)
+
+TIMESTEP = 0.002
+# Robot placement and servo: the same numbers as assets/ur5_rg2/entity.py
+# (copied so the examiner's worker does not import mjlab; a test checks them).
+BASE_QUAT = (0.0, 0.0, 0.0, 1.0)
+HOME_Q = (0.0, -math.pi / 2, math.pi / 2, -math.pi / 2, -math.pi / 2, 0.0)
+ARM_STIFFNESS = (2000.0, 2000.0, 1500.0, 300.0, 300.0, 300.0)
+ARM_DAMPING = tuple(kp / 20.0 for kp in ARM_STIFFNESS)
+ARM_ARMATURE = (0.3, 0.3, 0.2, 0.05, 0.05, 0.05)
+GRIPPER_KP, GRIPPER_KV, GRIPPER_EFFORT = 12.0, 0.4, 3.0
+
+# The push routine (seed 003).
+DESCEND_SPEED = 0.200  # m/s
+FEEL_SPEED = 0.010
+PUSH_SPEED = 0.020
+BACK_OFF = 0.020  # m
+BACK_OFF_SPEED = 0.050
+LIFT_SPEED = 0.200
+TRANSIT_SPEED = 0.200
+TURN_SPEED = math.pi / 2  # rad/s, heading change in transit
+TOUCH_FORCE = 0.1  # N, descent and feel
+JAM_FORCE = 20.0  # N, push
+LIFT_CLEARANCE = 0.03  # pad bottoms above the tallest glass [m]
+MAX_REACH_REQUEST = 0.30  # m, longest feel
+MAX_TRAVEL_REQUEST = 0.30  # m
+# follow(): waypoints at the recording rate, at most this far apart.
+WAYPOINT_DT = 0.02  # s (50 Hz)
+MAX_WAYPOINT_STEP = 0.006  # m per waypoint (0.3 m/s)
+MAX_WAYPOINT_TURN = math.radians(4.0)
+MAX_CHUNK = 2000
+RECORD_EVERY = int(round(WAYPOINT_DT / TIMESTEP))  # physics steps per sample
+# A glass has stopped once it moves slower than these for 0.1 s.
+STILL_LIN, STILL_ANG = 0.002, 0.05
+SETTLE_MAX_S = 3.0
+TOPPLED_COS = math.cos(math.radians(30.0))
+OFF_TABLE_Z = -0.05  # glass origin below this: knocked off
+
+
+@dataclass(frozen=True)
+class Friction:
+  """Sliding friction coefficients (hidden from solutions).
+
+  Attributes:
+    glass_table: glass on the table top.
+    glass_glass: glass on glass.
+    pad_glass: the hand (pads and every other hand part) on glass.
+  """
+
+  glass_table: float = 0.35
+  glass_glass: float = 0.5
+  pad_glass: float = 0.9
+
+
+@dataclass(frozen=True)
+class PhysicsConfig:
+  """Private physics settings for tests and training tools.
+
+  Solutions never pass this: an ``Examiner`` built without it uses the hidden
+  defaults. Attributes:
+    friction: the three coefficients.
+    glasses: replace the drawn glasses (a training/test fixture), or None.
+    obstacle: centre (x, y) of a fixed 60 mm box post on the table, or None.
+  """
+
+  friction: Friction = Friction()
+  glasses: tuple[Glass, ...] | None = None
+  obstacle: tuple[float, float] | None = None
+
+
+def hand_rotation(heading: float) -> np.ndarray:
+  """Level closed hand (tool axis straight down) pointing along the heading.
+
+  Returns the tool frame's rotation [3, 3]: y (the pads' width, so their
+  edges lead) along the heading, z down, x (closing axis) across.
+  """
+  c, s = math.cos(heading), math.sin(heading)
+  return np.column_stack(([-s, c, 0.0], [c, s, 0.0], [0.0, 0.0, -1.0]))
+
+
+def _look_at_quat(pos, target, up=(0.0, 0.0, 1.0)) -> list[float]:
+  f = np.subtract(target, pos)
+  f = f / np.linalg.norm(f)
+  x = np.cross(f, up)
+  if np.linalg.norm(x) < 1e-9:
+    x = np.array([1.0, 0.0, 0.0])
+  x = x / np.linalg.norm(x)
+  y = np.cross(x, f)
+  quat = np.zeros(4)
+  mujoco.mju_mat2Quat(quat, np.column_stack([x, y, -f]).ravel())
+  return quat.tolist()
+
+
+def _ring(radius: float, z: float, n: int = 20) -> np.ndarray:
+  a = np.linspace(0, 2 * np.pi, n, endpoint=False)
+  return np.stack([radius * np.cos(a), radius * np.sin(a), np.full(n, z)], 1)
+
+
+def _add_glass(spec: mujoco.MjSpec, g: Glass, rgba) -> None:
+  body = spec.worldbody.add_body(name=f"glass_{g.id}", pos=[g.x, g.y, 0.0])
+  body.add_freejoint(name=f"glass_{g.id}")
+  common = dict(rgba=rgba, group=1, condim=4, friction=[0, 0.002, 0.0001])
+  if g.kind == "tumbler":
+    verts = np.concatenate([_ring(g.foot / 2, 0.0), _ring(g.widest / 2, g.height)])
+    spec.add_mesh(name=f"glass_{g.id}_hull", uservert=verts.ravel())
+    body.add_geom(
+      name=f"glass_{g.id}_body",
+      type=mujoco.mjtGeom.mjGEOM_MESH,
+      meshname=f"glass_{g.id}_hull",
+      mass=g.mass,
+      **common,
+    )
+    return
+  ft, st = g.foot_thickness, g.stem_top
+  bowl_h = g.height - st
+  rw = g.widest / 2
+  verts = np.concatenate(
+    [
+      _ring(0.012, st),
+      _ring(0.8 * rw, st + 0.25 * bowl_h),
+      _ring(rw, st + 0.6 * bowl_h),
+      _ring(0.85 * rw, g.height),
+    ]
+  )
+  spec.add_mesh(name=f"glass_{g.id}_bowl", uservert=verts.ravel())
+  spec.add_mesh(
+    name=f"glass_{g.id}_foot",
+    uservert=np.concatenate([_ring(g.foot / 2, 0.0), _ring(g.foot / 2, ft)]).ravel(),
+  )
+  foot_mass = 0.35 * g.mass
+  stem_mass = 0.10 * g.mass
+  body.add_geom(
+    name=f"glass_{g.id}_foot",
+    type=mujoco.mjtGeom.mjGEOM_MESH,
+    meshname=f"glass_{g.id}_foot",
+    mass=foot_mass,
+    **common,
+  )
+  body.add_geom(
+    name=f"glass_{g.id}_stem",
+    type=mujoco.mjtGeom.mjGEOM_CYLINDER,
+    size=[g.stem_radius, (st - ft) / 2 + 0.002, 0],
+    pos=[0, 0, (st + ft) / 2],
+    mass=stem_mass,
+    **common,
+  )
+  body.add_geom(
+    name=f"glass_{g.id}_bowl",
+    type=mujoco.mjtGeom.mjGEOM_MESH,
+    meshname=f"glass_{g.id}_bowl",
+    mass=g.mass - foot_mass - stem_mass,
+    **common,
+  )
+
+
+def build_world_spec(glasses, physics: PhysicsConfig) -> mujoco.MjSpec:
+  """The scene: table, robot at its edge, glasses, rack, cameras."""
+  fr = physics.friction
+  spec = build_ur5_rg2_spec()
+  spec.modelname = "glass_push"
+  spec.option.timestep = TIMESTEP
+  spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
+  spec.option.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
+  spec.option.impratio = 10
+  spec.option.iterations = 30
+  spec.visual.global_.offwidth = 640
+  spec.visual.global_.offheight = 480
+  base = spec.body("base")
+  base.quat = list(BASE_QUAT)
+  # The hand: every hand geom meets glass with the pad friction.
+  hand = spec.body(HAND_BODY_NAME)
+  for body in [hand, *hand.bodies]:
+    for geom in body.geoms:
+      geom.priority = 1
+      geom.friction = [fr.pad_glass, 0.005, 0.0001]
+  world = spec.worldbody
+  fixed = dict(priority=2, condim=4, friction=[fr.glass_table, 0.002, 0.0001])
+  tx, ty = TABLE_X, TABLE_Y
+  world.add_geom(
+    name="floor",
+    type=mujoco.mjtGeom.mjGEOM_PLANE,
+    size=[3, 3, 0.1],
+    pos=[0, 0, -TABLE_HEIGHT],
+    rgba=[0.45, 0.45, 0.5, 1],
+    **fixed,
+  )
+  world.add_geom(
+    name="table_top",
+    type=mujoco.mjtGeom.mjGEOM_BOX,
+    size=[(tx[1] - tx[0]) / 2, (ty[1] - ty[0]) / 2, 0.02],
+    pos=[(tx[0] + tx[1]) / 2, (ty[0] + ty[1]) / 2, -0.02],
+    rgba=[0.62, 0.5, 0.36, 1],
+    **fixed,
+  )
+  rx, ry = RACK_CENTER
+  hx, hy, hz = RACK_SHELF_HALF
+  rack = dict(rgba=[0.35, 0.3, 0.25, 1], **fixed)
+  world.add_geom(
+    name="rack_shelf",
+    type=mujoco.mjtGeom.mjGEOM_BOX,
+    size=[hx, hy, hz],
+    pos=[rx, ry, RACK_SHELF_TOP - hz],
+    **rack,
+  )
+  for k, sx in enumerate((-1, 1)):
+    world.add_geom(
+      name=f"rack_leg_{k}",
+      type=mujoco.mjtGeom.mjGEOM_BOX,
+      size=[0.01, hy, (RACK_SHELF_TOP - 2 * hz) / 2],
+      pos=[rx + sx * (hx - 0.01), ry, (RACK_SHELF_TOP - 2 * hz) / 2],
+      **rack,
+    )
+  if physics.obstacle is not None:
+    world.add_geom(
+      name="obstacle",
+      type=mujoco.mjtGeom.mjGEOM_BOX,
+      size=[0.03, 0.03, 0.1],
+      pos=[*physics.obstacle, 0.1],
+      rgba=[0.6, 0.2, 0.2, 1],
+      **fixed,
+    )
+  palette = [[0.75, 0.88, 0.95, 0.55], [0.85, 0.95, 0.85, 0.55]]
+  for g in glasses:
+    _add_glass(spec, g, palette[g.kind == "stemmed"])
+  # Glass-on-glass friction comes from the glasses' own geoms (priority 0).
+  for g in glasses:
+    for geom in spec.body(f"glass_{g.id}").geoms:
+      geom.friction = [fr.glass_glass, 0.002, 0.0001]
+  zx, zy = ZONE_CENTER
+  world.add_camera(
+    name="top_view",
+    pos=[zx, zy, 0.75],
+    quat=[1, 0, 0, 0],
+    fovy=34.0,
+    resolution=[384, 384],
+  )
+  film_pos = (-0.55, -0.55, 0.85)
+  world.add_camera(
+    name="film",
+    pos=list(film_pos),
+    quat=_look_at_quat(film_pos, (zx, zy, 0.05)),
+    fovy=45.0,
+  )
+  world.add_light(pos=[zx, zy, 2.0], dir=[0, 0, -1], diffuse=[0.7, 0.7, 0.7])
+  world.add_light(pos=[-0.5, 0.0, 1.5], dir=[0.5, -0.3, -1], diffuse=[0.3, 0.3, 0.3])
+  for name, kp, kv, effort, arm in zip(
+    ARM_JOINT_NAMES,
+    ARM_STIFFNESS,
+    ARM_DAMPING,
+    ARM_JOINT_EFFORT_LIMIT,
+    ARM_ARMATURE,
+    strict=True,
+  ):
+    spec.joint(name).armature = arm
+    act = spec.add_actuator(name=name, target=name)
+    act.trntype = mujoco.mjtTrn.mjTRN_JOINT
+    act.set_to_position(kp=kp, kv=kv)
+    act.forcelimited = True
+    act.forcerange = [-effort, effort]
+  grip = spec.add_actuator(name="rg2_opening", target="rg2_opening")
+  grip.trntype = mujoco.mjtTrn.mjTRN_TENDON
+  grip.set_to_position(kp=GRIPPER_KP, kv=GRIPPER_KV)
+  grip.forcelimited = True
+  grip.forcerange = [-GRIPPER_EFFORT, GRIPPER_EFFORT]
+  return spec
+
+
+# Reading noise (standard deviations, metres): see docs/glass_push.md.
+NOISE_POSITION = 0.001
+NOISE_HEIGHT = 0.002
+NOISE_WIDTH = 0.003
+FILM_FPS = 10
+FILM_EVERY = int(round(1 / (FILM_FPS * TIMESTEP)))  # physics steps per frame
+FILM_SIZE = (480, 360)
+RACK_SLOTS = tuple(
+  (RACK_CENTER[0] + dx, RACK_CENTER[1] + dy)
+  for dy in (-0.045, 0.045)
+  for dx in (-0.2, -0.1, 0.0, 0.1, 0.2)
+)
+
+
+def _wrap(angle: float) -> float:
+  return (angle + math.pi) % (2 * math.pi) - math.pi
+
+
+def _number(value, name: str) -> float:
+  if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
+    raise ValueError(f"{name} must be a number, got {value!r}")
+  value = float(value)
+  if not math.isfinite(value):
+    raise ValueError(f"{name} must be finite, got {value}")
+  return value
+
+
+def _point(value, name: str) -> np.ndarray:
+  try:
+    arr = np.asarray(value, dtype=float)
+  except (TypeError, ValueError) as err:
+    raise ValueError(f"{name} must be [x, y], got {value!r}") from err
+  if arr.shape != (2,) or not np.all(np.isfinite(arr)):
+    raise ValueError(f"{name} must be two finite numbers [x, y], got {value!r}")
+  return arr
+
+
+class GlassWorld:
+  """One table: its physics, the push routine, the record (examiner side)."""
+
+  def __init__(
+    self,
+    table: int,
+    pushes: int,
+    physics: PhysicsConfig | None = None,
+    film: bool = False,
+  ):
+    if isinstance(pushes, bool) or not isinstance(pushes, (int, np.integer)):
+      raise ValueError(f"pushes must be an int, got {pushes!r}")
+    if pushes < 1:
+      raise ValueError(f"pushes must be at least 1, got {pushes}")
+    self.physics = physics if physics is not None else PhysicsConfig()
+    glasses = _draw_table(table)
+    if self.physics.glasses is not None:
+      glasses = list(self.physics.glasses)
+      if not 1 <= len(glasses) <= len(RACK_SLOTS):
+        raise ValueError(f"a table holds 1 to {len(RACK_SLOTS)} glasses")
+      if len({g.id for g in glasses}) != len(glasses):
+        raise ValueError("glass ids must be unique")
+    self.table = int(table)
+    self.glasses = tuple(glasses)
+    self.budget = int(pushes)
+    self.pushes_left = int(pushes)
+    self.film = bool(film)
+    m = self.model = build_world_spec(self.glasses, self.physics).compile()
+    self.data = mujoco.MjData(m)
+    self._qadr = np.array([m.joint(n).qposadr[0] for n in ARM_JOINT_NAMES])
+    self._dof = np.array([m.joint(n).dofadr[0] for n in ARM_JOINT_NAMES])
+    self._act = np.array([m.actuator(n).id for n in ARM_JOINT_NAMES])
+    self._grip = m.actuator("rg2_opening").id
+    self._tcp = m.site(TCP_SITE_NAME).id
+    hand = m.body(HAND_BODY_NAME).id
+    in_hand = np.zeros(m.nbody, bool)
+    for b in range(m.nbody):
+      p = b
+      while p > 0 and p != hand:
+        p = m.body_parentid[p]
+      in_hand[b] = p == hand
+    self._is_hand = in_hand[m.geom_bodyid]
+    self._gbody = np.array([m.body(f"glass_{g.id}").id for g in self.glasses])
+    self._gq = np.array([m.joint(f"glass_{g.id}").qposadr[0] for g in self.glasses])
+    self._gv = np.array([m.joint(f"glass_{g.id}").dofadr[0] for g in self.glasses])
+    self._gv6 = (self._gv[:, None] + np.arange(6)).ravel()
+    self._f6 = np.zeros(6)
+    # Kinematic replica of the robot alone, for the hand's IK.
+    kspec = build_ur5_rg2_spec()
+    kspec.body("base").quat = list(BASE_QUAT)
+    self._km = kspec.compile()
+    self._kd = mujoco.MjData(self._km)
+    self._kq = np.array([self._km.joint(n).qposadr[0] for n in ARM_JOINT_NAMES])
+    self._kdof = np.array([self._km.joint(n).dofadr[0] for n in ARM_JOINT_NAMES])
+    self._ksite = self._km.site(TCP_SITE_NAME).id
+    self._jacp = np.zeros((3, self._km.nv))
+    self._jacr = np.zeros((3, self._km.nv))
+    self._quat = np.zeros(4)
+    self._erot = np.zeros(3)
+    tallest = max(g.height for g in self.glasses)
+    self.z_safe = tallest + LIFT_CLEARANCE + PAD_HALF_Z
+    # State of the run.
+    self.taken: dict[int, dict] = {}
+    self.refused: dict[int, str] = {}
+    self.actions: list[dict] = []
+    self.looks = 0
+    self._steps = 0
+    self._rec: list[tuple] = []
+    self._peak = 0.0
+    self._film_qpos: list[np.ndarray] = []
+    self._renderers: dict = {}
+    self._replica: mujoco.MjData | None = None
+    # Start: hand above the zone centre at the safe height, pointing +x.
+    self._qref = np.array(HOME_Q)
+    self._heading = 0.0
+    self._cmd = np.array([ZONE_CENTER[0], ZONE_CENTER[1] + 0.25, self.z_safe])
+    for _ in range(300):
+      self._ik_step(self._cmd, hand_rotation(self._heading))
+    d = self.data
+    d.qpos[self._qadr] = self._qref
+    for side in ("left", "right"):
+      d.qpos[m.joint(f"{side}_finger_joint").qposadr[0]] = -0.0275
+    d.ctrl[self._grip] = -1.0
+    mujoco.mj_forward(m, d)
+    for _ in range(250):
+      self._step()
+    self._rec.clear()
+    self.initial_qpos = d.qpos.copy()
+
+  # -- low level ---------------------------------------------------------------
+
+  def _ik_step(self, target_p: np.ndarray, target_r: np.ndarray) -> None:
+    """One damped least-squares step of the arm reference toward a tool pose."""
+    km, kd = self._km, self._kd
+    kd.qpos[self._kq] = self._qref
+    mujoco.mj_kinematics(km, kd)
+    mujoco.mj_comPos(km, kd)
+    e_p = target_p - kd.site_xpos[self._ksite]
+    rot = kd.site_xmat[self._ksite].reshape(3, 3)
+    mujoco.mju_mat2Quat(self._quat, (target_r @ rot.T).ravel())
+    mujoco.mju_quat2Vel(self._erot, self._quat, 1.0)
+    mujoco.mj_jacSite(km, kd, self._jacp, self._jacr, self._ksite)
+    jac = np.vstack([self._jacp[:, self._kdof], self._jacr[:, self._kdof]])
+    err = np.concatenate([e_p, self._erot])
+    self._qref = self._qref + jac.T @ np.linalg.solve(
+      jac @ jac.T + 1e-4 * np.eye(6), err
+    )
+
+  def hand_force(self) -> float:
+    """Norm of the vector sum of contact forces acting on the hand [N]."""
+    d = self.data
+    if d.ncon == 0:
+      return 0.0
+    geom = d.contact.geom
+    h1 = self._is_hand[geom[:, 0]]
+    h2 = self._is_hand[geom[:, 1]]
+    idx = np.flatnonzero(h1 ^ h2)
+    if idx.size == 0:
+      return 0.0
+    total = np.zeros(3)
+    frames = d.contact.frame
+    for i in idx:
+      mujoco.mj_contactForce(self.model, d, int(i), self._f6)
+      # The contact force acts on geom2 along the frame; on geom1 reversed.
+      f_w = frames[i].reshape(3, 3).T @ self._f6[:3]
+      total += f_w if h2[i] else -f_w
+    return float(np.linalg.norm(total))
+
+  def _step(self) -> float:
+    d = self.data
+    d.ctrl[self._act] = self._qref
+    d.qfrc_applied[self._dof] = d.qfrc_bias[self._dof]
+    mujoco.mj_step(self.model, d)
+    self._steps += 1
+    force = self.hand_force()
+    if force > self._peak:
+      self._peak = force
+    if self._steps % RECORD_EVERY == 0:
+      p = d.site_xpos[self._tcp]
+      r = d.site_xmat[self._tcp]
+      self._rec.append((d.time, p[0], p[1], p[2], math.atan2(r[4], r[1]), force))
+    if self.film and self._steps % FILM_EVERY == 0:
+      self._film_qpos.append(d.qpos.copy())
+    return force
+
+  def hand_position(self) -> np.ndarray:
+    return self.data.site_xpos[self._tcp].copy()
+
+  def _move(self, target, heading: float, speed: float, stop: float | None = None):
+    """Straight line of the commanded tool point; True if stopped by force."""
+    p0, h0 = self._cmd.copy(), self._heading
+    p1 = np.asarray(target, dtype=float)
+    dh = _wrap(heading - h0)
+    # The tool points down, so wrist_3 turns by -dh: turn the long way round
+    # rather than wind wrist_3 into its +-360 degree limit.
+    if self._qref[5] - dh > 1.5 * math.pi:
+      dh += 2 * math.pi
+    elif self._qref[5] - dh < -1.5 * math.pi:
+      dh -= 2 * math.pi
+    duration = max(float(np.linalg.norm(p1 - p0)) / speed, abs(dh) / TURN_SPEED)
+    n = max(1, math.ceil(duration / TIMESTEP))
+    for k in range(1, n + 1):
+      a = k / n
+      self._cmd = p0 + a * (p1 - p0)
+      self._heading = h0 + a * dh
+      self._ik_step(self._cmd, hand_rotation(self._heading))
+      if self._step() > (stop if stop is not None else math.inf):
+        return True
+    return False
+
+  def _lift(self) -> None:
+    if self._cmd[2] < self.z_safe - 1e-9:
+      self._move([self._cmd[0], self._cmd[1], self.z_safe], self._heading, LIFT_SPEED)
+
+  def _settle(self) -> None:
+    """Hold the hand until every glass has stopped (at most SETTLE_MAX_S)."""
+    still = 0
+    for _ in range(int(SETTLE_MAX_S / TIMESTEP)):
+      self._ik_step(self._cmd, hand_rotation(self._heading))
+      self._step()
+      v = self.data.qvel[self._gv6].reshape(-1, 6)
+      moving = np.any(
+        (np.linalg.norm(v[:, :3], axis=1) > STILL_LIN)
+        | (np.linalg.norm(v[:, 3:], axis=1) > STILL_ANG)
+      )
+      still = 0 if moving else still + 1
+      if still >= 50:
+        return
+
+  # -- truth -------------------------------------------------------------------
+
+  def glass_states(self) -> list[dict]:
+    """True state of every glass: position, uprightness, where it is."""
+    d = self.data
+    out = []
+    for k, g in enumerate(self.glasses):
+      pos = d.xpos[self._gbody[k]]
+      up = d.xmat[self._gbody[k]][8]
+      if g.id in self.taken:
+        where = "rack"
+      elif (
+        pos[2] < OFF_TABLE_Z
+        or not TABLE_X[0] <= pos[0] <= TABLE_X[1]
+        or not TABLE_Y[0] <= pos[1] <= TABLE_Y[1]
+      ):
+        where = "off"
+      else:
+        where = "table"
+      out.append(
+        dict(
+          id=g.id,
+          x=float(pos[0]),
+          y=float(pos[1]),
+          z=float(pos[2]),
+          upright=float(up),
+          standing=bool(up > TOPPLED_COS),
+          where=where,
+        )
+      )
+    return out
+
+  def _glass_index(self, glass) -> int:
+    if isinstance(glass, bool) or not isinstance(glass, (int, np.integer)):
+      raise ValueError(f"glass must be an int id, got {glass!r}")
+    ids = [g.id for g in self.glasses]
+    if int(glass) not in ids:
+      raise ValueError(f"unknown glass id {glass}; this table's ids are {ids}")
+    if int(glass) in self.taken:
+      raise ValueError(f"glass {glass} was already taken to the rack")
+    return ids.index(int(glass))
+
+  # -- the calls -----------------------------------------------------------------
+
+  def look(self) -> list[dict]:
+    """Noisy readings of the glasses on the table (noise from table, look)."""
+    self.looks += 1
+    rng = np.random.default_rng([self.table, self.looks, 0x6C6F6F6B])
+    sigma = np.array(
+      [NOISE_POSITION, NOISE_POSITION, NOISE_HEIGHT, NOISE_WIDTH, NOISE_WIDTH]
+    )
+    noise = rng.normal(size=(len(self.glasses), 5)) * sigma  # [G, 5]
+    readings = []
+    for k, (g, s) in enumerate(zip(self.glasses, self.glass_states(), strict=True)):
+      if s["where"] != "table":
+        continue
+      mid = self.data.xpos[self._gbody[k]] + self.data.xmat[self._gbody[k]].reshape(
+        3, 3
+      ) @ np.array([0.0, 0.0, g.height / 2])
+      x, y = (mid[:2] if not s["standing"] else np.array([s["x"], s["y"]])) + noise[
+        k, :2
+      ]
+      readings.append(
+        {
+          "id": g.id,
+          "x": round(float(x), 4),
+          "y": round(float(y), 4),
+          "height": round(g.height + float(noise[k, 2]), 4),
+          "widest": round(g.widest + float(noise[k, 3]), 4),
+          "foot": round(g.foot + float(noise[k, 4]), 4),
+          "standing": s["standing"],
+        }
+      )
+    return readings
+
+  def _begin(self) -> None:
+    if self.pushes_left <= 0:
+      raise BudgetSpent(
+        f"the push budget of {self.budget} is spent: the run has ended "
+        "(look, take and refuse still answer)"
+      )
+    self.pushes_left -= 1
+    self._rec = []
+    self._peak = 0.0
+
+  def _end(self, kind: str, request, report: dict, glass, aim) -> dict:
+    self._settle()
+    entry = dict(kind=kind, request=request, report=report, glass=glass, aim=aim)
+    if glass is not None and aim is not None:
+      k = [g.id for g in self.glasses].index(glass)
+      pos = self.data.xpos[self._gbody[k]]
+      entry["aim_error"] = float(math.hypot(pos[0] - aim[0], pos[1] - aim[1]))
+    entry["path"] = np.array(self._rec, dtype=float).reshape(-1, 6)
+    self.actions.append(entry)
+    return report
+
+  def _check_start(self, xy: np.ndarray, name: str) -> None:
+    r = float(np.hypot(*xy))
+    if not REACH_MIN <= r <= REACH_MAX:
+      raise ValueError(
+        f"{name} {xy.tolist()} is out of the arm's reach: keep it "
+        f"{REACH_MIN}-{REACH_MAX} m from the robot base at (0, 0)"
+      )
+
+  def push(self, request: dict) -> dict:
+    """The seed's six-step push; see docs/glass_push.md.
+
+    Args:
+      request: {"glass", "start" [x, y], "heading" rad, "reach" m, "travel" m,
+        "aim" [x, y]}.
+
+    Returns:
+      {"blocked", "touched" (m or None), "jammed", "peak" (N), "pushed" (m)}.
+
+    Raises:
+      ValueError: a malformed request (costs no push).
+      BudgetSpent: the budget is used up.
+    """
+    if not isinstance(request, dict):
+      raise ValueError(f"push() takes a dict, got {type(request).__name__}")
+    need = {"glass", "start", "heading", "reach", "travel", "aim"}
+    if set(request) != need:
+      raise ValueError(
+        f"push() needs exactly the keys {sorted(need)}, got {sorted(request)}"
+      )
+    glass = self.glasses[self._glass_index(request["glass"])].id
+    start = _point(request["start"], "start")
+    aim = _point(request["aim"], "aim")
+    heading = _number(request["heading"], "heading")
+    reach = _number(request["reach"], "reach")
+    travel = _number(request["travel"], "travel")
+    if not 0.0 < reach <= MAX_REACH_REQUEST:
+      raise ValueError(f"reach must be in (0, {MAX_REACH_REQUEST}] m, got {reach}")
+    if not 0.0 <= travel <= MAX_TRAVEL_REQUEST:
+      raise ValueError(f"travel must be in [0, {MAX_TRAVEL_REQUEST}] m, got {travel}")
+    self._check_start(start, "start")
+    u = np.array([math.cos(heading), math.sin(heading), 0.0])
+    self._check_start(start + (reach + travel) * u[:2], "start + (reach+travel)")
+    self._begin()
+    self._lift()
+    self._move([start[0], start[1], self.z_safe], heading, TRANSIT_SPEED)
+    blocked = self._move(
+      [start[0], start[1], LOWEST_TCP_Z], heading, DESCEND_SPEED, stop=TOUCH_FORCE
+    )
+    touched, jammed, pushed = None, False, 0.0
+    if not blocked:
+      p_feel = self.hand_position()
+      if self._move(self._cmd + reach * u, heading, FEEL_SPEED, stop=TOUCH_FORCE):
+        p_touch = self.hand_position()
+        touched = float((p_touch - p_feel) @ u)
+        jammed = self._move(self._cmd + travel * u, heading, PUSH_SPEED, stop=JAM_FORCE)
+        pushed = float((self.hand_position() - p_touch) @ u)
+        self._move(self._cmd - BACK_OFF * u, heading, BACK_OFF_SPEED)
+    self._lift()
+    report = {
+      "blocked": bool(blocked),
+      "touched": touched,
+      "jammed": bool(jammed),
+      "peak": float(self._peak),
+      "pushed": pushed,
+    }
+    clean = dict(
+      glass=glass,
+      start=start.tolist(),
+      heading=heading,
+      reach=reach,
+      travel=travel,
+      aim=aim.tolist(),
+    )
+    return self._end("push", clean, report, glass, aim.tolist())
+
+  def follow(self, chunk, glass=None, aim=None) -> dict:
+    """Tool-point waypoints [K, 4] (x, y, z, heading) at 50 Hz, reported like
+    a push; ``glass`` and ``aim`` (optional) record an aim error."""
+    try:
+      way = np.asarray(chunk, dtype=float)
+    except (TypeError, ValueError) as err:
+      raise ValueError("chunk must be an array of [x, y, z, heading] rows") from err
+    if way.ndim != 2 or way.shape[1] != 4 or not 1 <= way.shape[0] <= MAX_CHUNK:
+      raise ValueError(
+        f"chunk must have shape [K, 4] (x, y, z, heading) with 1 <= K <= "
+        f"{MAX_CHUNK}, got {way.shape}"
+      )
+    if not np.all(np.isfinite(way)):
+      raise ValueError("chunk holds NaN or infinite values")
+    if glass is not None:
+      glass = self.glasses[self._glass_index(glass)].id
+    if aim is not None:
+      aim = _point(aim, "aim").tolist()
+    # Recorded paths sag a fraction of a millimetre below the lowest height:
+    # accept 2 mm and hold the hand at the lowest height.
+    if np.any(way[:, 2] < LOWEST_TCP_Z - 0.002) or np.any(way[:, 2] > 0.6):
+      raise ValueError(f"waypoint heights must be within [{LOWEST_TCP_Z}, 0.6] m")
+    way[:, 2] = np.maximum(way[:, 2], LOWEST_TCP_Z)
+    for k, row in enumerate(way):
+      self._check_start(row[:2], f"waypoint {k}")
+    steps = np.linalg.norm(np.diff(way[:, :3], axis=0), axis=1)
+    turns = np.abs([_wrap(a) for a in np.diff(way[:, 3])])
+    if np.any(steps > MAX_WAYPOINT_STEP + 1e-12) or np.any(turns > MAX_WAYPOINT_TURN):
+      raise ValueError(
+        f"consecutive waypoints (every {WAYPOINT_DT} s) may move at most "
+        f"{MAX_WAYPOINT_STEP} m and {math.degrees(MAX_WAYPOINT_TURN):.0f} degrees"
+      )
+    self._begin()
+    blocked = False
+    first = way[0]
+    if (
+      np.linalg.norm(first[:3] - self._cmd) > MAX_WAYPOINT_STEP
+      or abs(_wrap(first[3] - self._heading)) > MAX_WAYPOINT_TURN
+    ):
+      # Approach like a push: up, across, down (a touch on the way is blocked).
+      self._lift()
+      self._move([first[0], first[1], self.z_safe], first[3], TRANSIT_SPEED)
+      blocked = self._move(first[:3], first[3], DESCEND_SPEED, stop=TOUCH_FORCE)
+    touched, jammed, moved, pushed = None, False, 0.0, 0.0
+    if blocked:
+      self._lift()
+    else:
+      n = RECORD_EVERY
+      prev = self.hand_position()
+      for row in way:
+        p0, h0 = self._cmd.copy(), self._heading
+        dh = _wrap(row[3] - h0)
+        stop = JAM_FORCE if touched is not None else TOUCH_FORCE
+        hit = False
+        for k in range(1, n + 1):
+          self._cmd = p0 + (k / n) * (row[:3] - p0)
+          self._heading = h0 + (k / n) * dh
+          self._ik_step(self._cmd, hand_rotation(self._heading))
+          if self._step() > stop:
+            hit = True
+            break
+        now = self.hand_position()
+        step = float(np.linalg.norm(now - prev))
+        prev = now
+        if touched is None:
+          moved += step
+          if hit:
+            touched = moved
+        else:
+          pushed += step
+          if hit:
+            jammed = True
+            break
+      if jammed:
+        # Back 20 mm against the last waypoint step's horizontal direction.
+        move = row[:3] - p0
+        move[2] = 0.0
+        length = float(np.linalg.norm(move))
+        if length < 1e-9:
+          move = np.array([math.cos(self._heading), math.sin(self._heading), 0.0])
+          length = 1.0
+        self._move(self._cmd - BACK_OFF * move / length, self._heading, BACK_OFF_SPEED)
+    report = {
+      "blocked": bool(blocked),
+      "touched": touched,
+      "jammed": bool(jammed),
+      "peak": float(self._peak),
+      "pushed": pushed,
+    }
+    return self._end("follow", way.tolist(), report, glass, aim)
+
+  def take(self, glass) -> None:
+    """Move a glass to the rack; record whether it truly had room."""
+    k = self._glass_index(glass)
+    states = self.glass_states()
+    me = states[k]
+    others = [
+      (s, g)
+      for s, g in zip(states, self.glasses, strict=True)
+      if s["where"] == "table" and s["id"] != me["id"]
+    ]
+    room = (
+      me["where"] == "table"
+      and me["standing"]
+      and room_rule.has_room(
+        np.array([me["x"], me["y"]]),
+        self.glasses[k].widest,
+        np.array([[s["x"], s["y"]] for s, _ in others]).reshape(-1, 2),
+        np.array([g.widest for _, g in others]),
+      )
+    )
+    slot = RACK_SLOTS[len(self.taken)]
+    self.taken[int(glass)] = dict(room=bool(room), state=me, step=self._steps)
+    d = self.data
+    q = self._gq[k]
+    d.qpos[q : q + 7] = [slot[0], slot[1], RACK_SHELF_TOP + 0.0005, 1, 0, 0, 0]
+    d.qvel[self._gv[k] : self._gv[k] + 6] = 0.0
+    mujoco.mj_forward(self.model, d)
+    self._peak = 0.0
+    for _ in range(100):
+      self._ik_step(self._cmd, hand_rotation(self._heading))
+      self._step()
+
+  def refuse(self, glass, reason) -> None:
+    """Record a refusal with its reason (the glass stays)."""
+    self._glass_index(glass)
+    if not isinstance(reason, str) or not reason.strip():
+      raise ValueError("refuse() needs a non-empty reason string")
+    self.refused[int(glass)] = reason
+
+  # -- pictures -------------------------------------------------------------------
+
+  def _render(self, qpos: np.ndarray, camera: str, size, hide_robot: bool):
+    """Render a pose in a replica MjData that is never stepped."""
+    key = (camera, size)
+    if key not in self._renderers:
+      self._renderers[key] = mujoco.Renderer(self.model, height=size[1], width=size[0])
+    if self._replica is None:
+      self._replica = mujoco.MjData(self.model)
+    rep = self._replica
+    rep.qpos[:] = qpos
+    mujoco.mj_forward(self.model, rep)
+    opt = mujoco.MjvOption()
+    if hide_robot:
+      opt.geomgroup[2] = 0
+    renderer = self._renderers[key]
+    renderer.update_scene(rep, camera=camera, scene_option=opt)
+    return renderer.render()
+
+  def top_view(self) -> np.ndarray:
+    """384x384x3 uint8 picture from 750 mm above the zone (arm not drawn)."""
+    return self._render(self.data.qpos.copy(), "top_view", (384, 384), True)
+
+  def write_film(self, path: str) -> int:
+    """Render the recorded film poses to an mp4; returns the frame count."""
+    import shutil
+
+    import mediapy
+
+    if shutil.which("ffmpeg") is None:
+      import imageio_ffmpeg
+
+      mediapy.set_ffmpeg(imageio_ffmpeg.get_ffmpeg_exe())
+    frames = [self._render(q, "film", FILM_SIZE, False) for q in self._film_qpos]
+    if frames:
+      mediapy.write_video(path, frames, fps=FILM_FPS)
+    return len(frames)
+
+  # -- record ---------------------------------------------------------------------
+
+  def record(self) -> dict:
+    """Everything the scoring needs (truth included): examiner side only."""
+    return dict(
+      table=self.table,
+      budget=self.budget,
+      pushes_used=self.budget - self.pushes_left,
+      glasses=[g.as_dict() for g in self.glasses],
+      final=self.glass_states(),
+      taken={int(k): v for k, v in self.taken.items()},
+      refused=dict(self.refused),
+      actions=self.actions,
+      looks=self.looks,
+      sim_time=float(self.data.time),
+      friction=vars(self.physics.friction) | {},
+    )
+
+  def close(self) -> None:
+    for r in self._renderers.values():
+      r.close()
+    self._renderers.clear()
