@@ -64,10 +64,6 @@ def test_evaluate_cube_tray_writes_report_and_video_and_refuses_reuse(tmp_path):
     str(out_dir / "video_poses.npz"),
     "--output",
     str(again_dir),
-    "--width",
-    "160",
-    "--height",
-    "120",
   )
   assert rerender.returncode == 0, rerender.stderr[-3000:]
   assert (again_dir / "rerender_000.mp4").stat().st_size > 2_000
