@@ -10,7 +10,9 @@ actions (5 mm / 1 degree per unit) and normalized gripper actions:
   move_above transit height above the grasp, hand turned to the grasp
   descend    vertical approach to the open grasp
   (the gripper is pre-shaped: opened to the grasp width plus a margin)
-  close      gripper closed (-1) against the actuator's effort bound [-3, 3]
+  close      gripper position target inside the object (planned width minus
+             ``grip_squeeze`` per side): the actuator presses within its
+             original effort bound [-3, 3]
   lift       vertical, to the carry height (object clear of the rim)
   carry      at the carry height to above a free drop slot
   lower      near the table (object just above it)
@@ -105,8 +107,13 @@ class BinPickExpertCfg:
   release_time: float = 0.5
   verify_time: float = 3.0
   """Longest wait for the delivery verdict after the retreat [s]."""
-  empty_grasp_opening: float = -0.9
-  """Normalized opening below which a closed gripper holds nothing."""
+  grip_squeeze: float = 0.006
+  """Closing target: the planned width minus this on each side [m]. The
+  position actuator then presses with kp x (target error), within the
+  original [-3, 3] bound, instead of driving to fully closed (-1): light
+  objects are not crushed through by the soft contacts."""
+  empty_margin: float = 0.001
+  """A gripper closed to within this of fully closed holds nothing [m]."""
   slip_tolerance: float = 0.02
   """Object-relative motion [m] that counts as a slip."""
   stage_timeout: float = 8.0
@@ -168,6 +175,7 @@ class BinPickExpert:
     self.target_quat[:, 0] = 1.0
     self.gripper = torch.full((n,), GRIPPER_OPEN, device=dev)
     self.open_command = torch.full((n,), GRIPPER_OPEN, device=dev)
+    self.close_command = torch.full((n,), GRIPPER_CLOSED, device=dev)
     self.grasp_pos = torch.zeros(n, 3, device=dev)
     self.grasp_quat = torch.zeros(n, 4, device=dev)
     self.transit_z = torch.zeros(n, device=dev)
@@ -325,6 +333,8 @@ class BinPickExpert:
       self.target_quat[i] = self.grasp_quat[i]
       # Pre-shaped: normalized position of the planned opening.
       self.open_command[i] = 2.0 * plan.open_width / RG2_MAX_OPENING - 1.0
+      close_width = max(0.0, plan.width - 2 * self.cfg.grip_squeeze)
+      self.close_command[i] = 2.0 * close_width / RG2_MAX_OPENING - 1.0
       self.gripper[i] = self.open_command[i]
       self._enter(
         mask,
@@ -394,11 +404,16 @@ class BinPickExpert:
     self._enter(m, Stage.DESCEND)
 
     m = at(Stage.DESCEND) & arrived
-    self.gripper[m] = GRIPPER_CLOSED
+    self.gripper[m] = self.close_command[m]
     self._enter(m, Stage.CLOSE)
 
     m = at(Stage.CLOSE) & (self.stage_time >= cfg.close_time)
-    empty = m & (opening < cfg.empty_grasp_opening)
+    # Nothing held: the robot does not touch the target (simulator contacts),
+    # or the fingers closed to within a millimetre of fully closed.
+    touching = ~verdict["released"][rows, obj]
+    empty = m & (
+      ~touching | (opening < -1.0 + 2.0 * cfg.empty_margin / RG2_MAX_OPENING)
+    )
     self._fail(empty, "empty_grasp")
     m &= ~empty
     self.hold_offset[m] = rel[m]
