@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
-from pathlib import Path
 
 import mujoco
 import numpy as np
 import pytest
 import torch
+from script_runner import run_script
 
 from experts.bin_pick.grasps import (
   body_triangles_w,
@@ -21,7 +19,6 @@ from experts.bin_pick.grasps import (
   tool_rotation,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
 RNG_SEED = (
   np.random.SeedSequence().entropy
 )  # Fresh inputs every run; printed on failure.
@@ -174,14 +171,8 @@ def test_replica_accepts_a_clear_grasp_rejects_a_wall_one_and_leaves_live_state(
     np.testing.assert_array_equal(x, y)
 
 
-def _run(*args: str) -> subprocess.CompletedProcess:
-  return subprocess.run(
-    [sys.executable, str(ROOT / "scripts" / "evaluate_binpick.py"), *args],
-    capture_output=True,
-    text=True,
-    cwd=ROOT,
-    timeout=1800,
-  )
+def _run(*args: str):
+  return run_script("evaluate_binpick.py", *args)
 
 
 @pytest.fixture(scope="module")

@@ -3,23 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from script_runner import run_script
 
-ROOT = Path(__file__).resolve().parents[1]
 
-
-def run(script: str, *args: str) -> subprocess.CompletedProcess:
-  return subprocess.run(
-    [sys.executable, str(ROOT / "scripts" / script), *args],
-    capture_output=True,
-    text=True,
-    cwd=ROOT,
-    timeout=1800,
-  )
+def run(script: str, *args: str):
+  return run_script(script, *args)
 
 
 @pytest.mark.parametrize(

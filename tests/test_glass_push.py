@@ -7,14 +7,13 @@ import ast
 import gc
 import json
 import math
-import subprocess
-import sys
 import types
 from pathlib import Path
 
 import mujoco
 import numpy as np
 import pytest
+from script_runner import run_script
 
 from evaluators.glass_push import (
   EVALUATION_TABLES,
@@ -547,14 +546,8 @@ def test_geometric_shove_prediction_and_probe():
   assert probe is not None and probe[0]["travel"] == PROBE and probe[1] > 0
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-  return subprocess.run(
-    [sys.executable, str(ROOT / "scripts" / "glass_push_exam.py"), *args],
-    capture_output=True,
-    text=True,
-    cwd=ROOT,
-    timeout=900,
-  )
+def run_cli(*args: str):
+  return run_script("glass_push_exam.py", *args, timeout=900)
 
 
 def test_cli_scores_a_table_range_and_refuses_an_existing_folder(tmp_path):

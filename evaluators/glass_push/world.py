@@ -681,13 +681,7 @@ class GlassWorld:
         pushed = float((self.hand_position() - p_touch) @ u)
         self._move(self._cmd - BACK_OFF * u, heading, BACK_OFF_SPEED)
     self._lift()
-    report = {
-      "blocked": bool(blocked),
-      "touched": touched,
-      "jammed": bool(jammed),
-      "peak": float(self._peak),
-      "pushed": pushed,
-    }
+    report = self._felt(blocked, touched, jammed, pushed)
     clean = dict(
       glass=glass,
       start=start.tolist(),
@@ -780,14 +774,18 @@ class GlassWorld:
           move = np.array([math.cos(self._heading), math.sin(self._heading), 0.0])
           length = 1.0
         self._move(self._cmd - BACK_OFF * move / length, self._heading, BACK_OFF_SPEED)
-    report = {
+    report = self._felt(blocked, touched, jammed, pushed)
+    return self._end("follow", way.tolist(), report, glass, aim)
+
+  def _felt(self, blocked, touched, jammed, pushed) -> dict:
+    """The report of one push or follow (the seed's five fields)."""
+    return {
       "blocked": bool(blocked),
       "touched": touched,
       "jammed": bool(jammed),
       "peak": float(self._peak),
       "pushed": pushed,
     }
-    return self._end("follow", way.tolist(), report, glass, aim)
 
   def take(self, glass) -> None:
     """Move a glass to the rack; record whether it truly had room."""

@@ -178,10 +178,8 @@ class BinPickExpert:
     self.close_command = torch.full((n,), GRIPPER_CLOSED, device=dev)
     self.grasp_pos = torch.zeros(n, 3, device=dev)
     self.grasp_quat = torch.zeros(n, 4, device=dev)
-    self.transit_z = torch.zeros(n, device=dev)
     self.carry_z = torch.zeros(n, device=dev)
     self.release_z = torch.zeros(n, device=dev)
-    self.grasp_above_bottom = torch.zeros(n, device=dev)
     self.hold_offset = torch.zeros(n, 3, device=dev)  # Object in the tool frame.
     self.drop_xy = torch.zeros(n, 2, device=dev)
     self.attempts = torch.zeros(n, k, dtype=torch.long, device=dev)
@@ -320,8 +318,6 @@ class BinPickExpert:
       self.grasp_quat[i] = quat_from_matrix(
         torch.tensor(plan.rotation_w, dtype=torch.float32, device=dev).unsqueeze(0)
       )[0]
-      self.transit_z[i] = transit_z
-      self.grasp_above_bottom[i] = plan.grasp_above_bottom
       self.carry_z[i] = max(
         transit_z, rim + self.cfg.carry_clearance + plan.grasp_above_bottom
       )
@@ -329,7 +325,7 @@ class BinPickExpert:
         self.cfg.min_release_tool_z, self.cfg.release_gap + plan.grasp_above_bottom
       )
       self.target_pos[i] = self.grasp_pos[i]
-      self.target_pos[i, 2] = self.transit_z[i]
+      self.target_pos[i, 2] = transit_z
       self.target_quat[i] = self.grasp_quat[i]
       # Pre-shaped: normalized position of the planned opening.
       self.open_command[i] = 2.0 * plan.open_width / RG2_MAX_OPENING - 1.0

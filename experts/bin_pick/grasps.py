@@ -259,9 +259,11 @@ def grasp_candidates(
         # The pad must overlap the object by min_pad_overlap along the approach.
         if level + ph < s_top + cfg.min_pad_overlap or level > s_bottom:
           continue
-        cuts = np.clip([level - 0.9 * ph, level, level + 0.9 * ph], s_top, s_bottom)
-        sections = [section_segments(tri, float(c)) for c in np.unique(cuts)]
-        a_mid, b_mid = section_segments(tri, float(np.clip(level, s_top, s_bottom)))
+        # The middle cut first: it also places the strips.
+        cuts = np.clip([level, level - 0.9 * ph, level + 0.9 * ph], s_top, s_bottom)
+        _, first = np.unique(cuts, return_index=True)
+        sections = [section_segments(tri, float(cuts[j])) for j in sorted(first)]
+        a_mid, b_mid = sections[0]
         if len(a_mid) == 0:
           continue
         v_all = np.concatenate([a_mid[:, 1], b_mid[:, 1]])

@@ -38,6 +38,7 @@ from experts.bin_pick.grasps import (
   body_triangles_w,
   grasp_candidates,
 )
+from mjlab_tasks.common.c_engine import copy_model
 from mjlab_tasks.common.kinematics import ArmKinematics
 
 REJECTION_REASONS = (
@@ -124,7 +125,7 @@ class GraspReplica:
     cfg: ReplicaCfg = ReplicaCfg(),
   ):
     self.cfg = cfg
-    self.model = _copy_model(model)
+    self.model = copy_model(model)
     self.data = mujoco.MjData(self.model)
     m = self.model
     names = [m.geom(g).name for g in range(m.ngeom)]
@@ -413,9 +414,3 @@ _HAND_SIDE_REASONS = ("wall_clearance", "table_collision", "approach_collision")
 
 def _wrap(angle: float) -> float:
   return (angle + np.pi) % (2 * np.pi) - np.pi
-
-
-def _copy_model(model: mujoco.MjModel) -> mujoco.MjModel:
-  import copy
-
-  return copy.deepcopy(model)

@@ -319,7 +319,7 @@ class CMujocoSimulation:
         self._model.expand(field)
     if fields and self._thread_models is None:
       self._thread_models = [
-        _copy_model(self._mj_model) for _ in range(len(self._chunks))
+        copy_model(self._mj_model) for _ in range(len(self._chunks))
       ]
 
   def get_default_field(self, field: str) -> torch.Tensor:
@@ -483,7 +483,8 @@ class CMujocoSimulation:
     self._pushed_input_versions = ()
 
 
-def _copy_model(model: mujoco.MjModel) -> mujoco.MjModel:
+def copy_model(model: mujoco.MjModel) -> mujoco.MjModel:
+  """An independent copy of a compiled model (its arrays are not shared)."""
   import copy
 
   return copy.copy(model)

@@ -14,7 +14,6 @@ wall gradient), seeded per environment and view, the same in every frame.
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 from collections.abc import Iterator
@@ -23,6 +22,8 @@ from pathlib import Path
 
 import mujoco
 import numpy as np
+
+from mjlab_tasks.common.c_engine import copy_model
 
 
 def _default_gl() -> None:
@@ -82,7 +83,8 @@ class PoseReplicaRecorder:
     views: tuple[CameraView, ...] = (CameraView(),),
     seed: int = 0,
   ):
-    self.model = copy.deepcopy(mj_model)  # Rendering settings stay off the live model.
+    # Rendering settings stay off the live model.
+    self.model = copy_model(mj_model)
     self.env_ids = list(env_ids)
     self.fps = fps
     self.views = tuple(views)
