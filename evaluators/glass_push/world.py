@@ -37,6 +37,7 @@ from evaluators.glass_push.tables import (
 )
 
 TIMESTEP = 0.002
+HAND_FORCE_SENSOR = "hand_force"
 # Robot placement and servo: the same numbers as assets/ur5_rg2/entity.py
 # (copied so the examiner's worker does not import mjlab; a test checks them).
 BASE_QUAT = (0.0, 0.0, 0.0, 1.0)
@@ -298,6 +299,16 @@ def build_world_spec(glasses, physics: PhysicsConfig) -> mujoco.MjSpec:
   grip.set_to_position(kp=GRIPPER_KP, kv=GRIPPER_KV)
   grip.forcelimited = True
   grip.forcerange = [-GRIPPER_EFFORT, GRIPPER_EFFORT]
+  # The wrist reading: MuJoCo's contact sensor on the hand's subtree, reduced
+  # to the net force in the world frame (data bit 1: force; reduce 3:
+  # netforce). C MuJoCo and MuJoCo Warp compute it the same way.
+  spec.add_sensor(
+    name=HAND_FORCE_SENSOR,
+    type=mujoco.mjtSensor.mjSENS_CONTACT,
+    objtype=mujoco.mjtObj.mjOBJ_XBODY,
+    objname=HAND_BODY_NAME,
+    intprm=[1 << 1, 3, 1],
+  )
   return spec
 
 
@@ -338,6 +349,181 @@ def _point(value, name: str) -> np.ndarray:
   return arr
 
 
+def check_reach(xy: np.ndarray, name: str) -> None:
+  r = float(np.hypot(*xy))
+  if not REACH_MIN <= r <= REACH_MAX:
+    raise ValueError(
+      f"{name} {xy.tolist()} is out of the arm's reach: keep it "
+      f"{REACH_MIN}-{REACH_MAX} m from the robot base at (0, 0)"
+    )
+
+
+def table_glasses(table: int, physics: PhysicsConfig) -> tuple[Glass, ...]:
+  """The glasses of a table: drawn from its number, or the physics fixture's."""
+  glasses = _draw_table(table)
+  if physics.glasses is not None:
+    glasses = list(physics.glasses)
+    if not 1 <= len(glasses) <= len(RACK_SLOTS):
+      raise ValueError(f"a table holds 1 to {len(RACK_SLOTS)} glasses")
+    if len({g.id for g in glasses}) != len(glasses):
+      raise ValueError("glass ids must be unique")
+  return tuple(glasses)
+
+
+def glass_states(glasses, xpos, xmat, taken) -> list[dict]:
+  """True state of every glass from its body poses (xpos [G, 3], xmat [G, 9]):
+  position, uprightness, and where it is (table, off, rack)."""
+  out = []
+  for g, pos, mat in zip(glasses, xpos, xmat, strict=True):
+    up = float(np.ravel(mat)[8])
+    if g.id in taken:
+      where = "rack"
+    elif (
+      pos[2] < OFF_TABLE_Z
+      or not TABLE_X[0] <= pos[0] <= TABLE_X[1]
+      or not TABLE_Y[0] <= pos[1] <= TABLE_Y[1]
+    ):
+      where = "off"
+    else:
+      where = "table"
+    out.append(
+      dict(
+        id=g.id,
+        x=float(pos[0]),
+        y=float(pos[1]),
+        z=float(pos[2]),
+        upright=up,
+        standing=bool(up > TOPPLED_COS),
+        where=where,
+      )
+    )
+  return out
+
+
+def readings(table, look, glasses, states, xpos, xmat) -> list[dict]:
+  """The noisy readings of look number ``look`` (noise from table and look)."""
+  rng = np.random.default_rng([table, look, 0x6C6F6F6B])
+  sigma = np.array(
+    [NOISE_POSITION, NOISE_POSITION, NOISE_HEIGHT, NOISE_WIDTH, NOISE_WIDTH]
+  )
+  noise = rng.normal(size=(len(glasses), 5)) * sigma  # [G, 5]
+  out = []
+  for k, (g, s) in enumerate(zip(glasses, states, strict=True)):
+    if s["where"] != "table":
+      continue
+    if s["standing"]:
+      xy = np.array([s["x"], s["y"]])
+    else:  # the middle of its axis
+      rot = np.reshape(xmat[k], (3, 3))
+      xy = (np.asarray(xpos[k]) + rot @ np.array([0.0, 0.0, g.height / 2]))[:2]
+    x, y = xy + noise[k, :2]
+    out.append(
+      {
+        "id": g.id,
+        "x": round(float(x), 4),
+        "y": round(float(y), 4),
+        "height": round(g.height + float(noise[k, 2]), 4),
+        "widest": round(g.widest + float(noise[k, 3]), 4),
+        "foot": round(g.foot + float(noise[k, 4]), 4),
+        "standing": s["standing"],
+      }
+    )
+  return out
+
+
+def had_room(k: int, states: list[dict], glasses) -> bool:
+  """Whether glass ``k`` has room to be taken, on the true states."""
+  me = states[k]
+  others = [
+    (s, g)
+    for s, g in zip(states, glasses, strict=True)
+    if s["where"] == "table" and s["id"] != me["id"]
+  ]
+  return bool(
+    me["where"] == "table"
+    and me["standing"]
+    and room_rule.has_room(
+      np.array([me["x"], me["y"]]),
+      glasses[k].widest,
+      np.array([[s["x"], s["y"]] for s, _ in others]).reshape(-1, 2),
+      np.array([g.widest for _, g in others]),
+    )
+  )
+
+
+def glass_index(glasses, taken, glass) -> int:
+  """Index of a glass id on the table; ValueError for an unknown or taken one."""
+  if isinstance(glass, bool) or not isinstance(glass, (int, np.integer)):
+    raise ValueError(f"glass must be an int id, got {glass!r}")
+  ids = [g.id for g in glasses]
+  if int(glass) not in ids:
+    raise ValueError(f"unknown glass id {glass}; this table's ids are {ids}")
+  if int(glass) in taken:
+    raise ValueError(f"glass {glass} was already taken to the rack")
+  return ids.index(int(glass))
+
+
+def parse_push(request, glasses, taken):
+  """Check a push request; returns (glass, start, heading, reach, travel, aim)
+  or raises ValueError with the reason."""
+  if not isinstance(request, dict):
+    raise ValueError(f"push() takes a dict, got {type(request).__name__}")
+  need = {"glass", "start", "heading", "reach", "travel", "aim"}
+  if set(request) != need:
+    raise ValueError(
+      f"push() needs exactly the keys {sorted(need)}, got {sorted(request)}"
+    )
+  glass = glasses[glass_index(glasses, taken, request["glass"])].id
+  start = _point(request["start"], "start")
+  aim = _point(request["aim"], "aim")
+  heading = _number(request["heading"], "heading")
+  reach = _number(request["reach"], "reach")
+  travel = _number(request["travel"], "travel")
+  if not 0.0 < reach <= MAX_REACH_REQUEST:
+    raise ValueError(f"reach must be in (0, {MAX_REACH_REQUEST}] m, got {reach}")
+  if not 0.0 <= travel <= MAX_TRAVEL_REQUEST:
+    raise ValueError(f"travel must be in [0, {MAX_TRAVEL_REQUEST}] m, got {travel}")
+  check_reach(start, "start")
+  u = np.array([math.cos(heading), math.sin(heading)])
+  check_reach(start + (reach + travel) * u, "start + (reach+travel)")
+  return glass, start, heading, reach, travel, aim
+
+
+def parse_follow(chunk, glass, aim, glasses, taken):
+  """Check a follow() chunk; returns (waypoints [K, 4], glass, aim) or raises
+  ValueError with the reason."""
+  try:
+    way = np.array(chunk, dtype=float)
+  except (TypeError, ValueError) as err:
+    raise ValueError("chunk must be an array of [x, y, z, heading] rows") from err
+  if way.ndim != 2 or way.shape[1] != 4 or not 1 <= way.shape[0] <= MAX_CHUNK:
+    raise ValueError(
+      f"chunk must have shape [K, 4] (x, y, z, heading) with 1 <= K <= "
+      f"{MAX_CHUNK}, got {way.shape}"
+    )
+  if not np.all(np.isfinite(way)):
+    raise ValueError("chunk holds NaN or infinite values")
+  if glass is not None:
+    glass = glasses[glass_index(glasses, taken, glass)].id
+  if aim is not None:
+    aim = _point(aim, "aim").tolist()
+  # Recorded paths sag a fraction of a millimetre below the lowest height:
+  # accept 2 mm and hold the hand at the lowest height.
+  if np.any(way[:, 2] < LOWEST_TCP_Z - 0.002) or np.any(way[:, 2] > 0.6):
+    raise ValueError(f"waypoint heights must be within [{LOWEST_TCP_Z}, 0.6] m")
+  way[:, 2] = np.maximum(way[:, 2], LOWEST_TCP_Z)
+  for k, row in enumerate(way):
+    check_reach(row[:2], f"waypoint {k}")
+  steps = np.linalg.norm(np.diff(way[:, :3], axis=0), axis=1)
+  turns = np.abs([_wrap(a) for a in np.diff(way[:, 3])])
+  if np.any(steps > MAX_WAYPOINT_STEP + 1e-12) or np.any(turns > MAX_WAYPOINT_TURN):
+    raise ValueError(
+      f"consecutive waypoints (every {WAYPOINT_DT} s) may move at most "
+      f"{MAX_WAYPOINT_STEP} m and {math.degrees(MAX_WAYPOINT_TURN):.0f} degrees"
+    )
+  return way, glass, aim
+
+
 class GlassWorld:
   """One table: its physics, the push routine, the record (examiner side)."""
 
@@ -353,15 +539,8 @@ class GlassWorld:
     if pushes < 1:
       raise ValueError(f"pushes must be at least 1, got {pushes}")
     self.physics = physics if physics is not None else PhysicsConfig()
-    glasses = _draw_table(table)
-    if self.physics.glasses is not None:
-      glasses = list(self.physics.glasses)
-      if not 1 <= len(glasses) <= len(RACK_SLOTS):
-        raise ValueError(f"a table holds 1 to {len(RACK_SLOTS)} glasses")
-      if len({g.id for g in glasses}) != len(glasses):
-        raise ValueError("glass ids must be unique")
     self.table = int(table)
-    self.glasses = tuple(glasses)
+    self.glasses = table_glasses(table, self.physics)
     self.budget = int(pushes)
     self.pushes_left = int(pushes)
     self.film = bool(film)
@@ -372,19 +551,12 @@ class GlassWorld:
     self._act = np.array([m.actuator(n).id for n in ARM_JOINT_NAMES])
     self._grip = m.actuator("rg2_opening").id
     self._tcp = m.site(TCP_SITE_NAME).id
-    hand = m.body(HAND_BODY_NAME).id
-    in_hand = np.zeros(m.nbody, bool)
-    for b in range(m.nbody):
-      p = b
-      while p > 0 and p != hand:
-        p = m.body_parentid[p]
-      in_hand[b] = p == hand
-    self._is_hand = in_hand[m.geom_bodyid]
+    sensor = m.sensor(HAND_FORCE_SENSOR)
+    self._force_adr = sensor.adr[0] + np.arange(3)
     self._gbody = np.array([m.body(f"glass_{g.id}").id for g in self.glasses])
     self._gq = np.array([m.joint(f"glass_{g.id}").qposadr[0] for g in self.glasses])
     self._gv = np.array([m.joint(f"glass_{g.id}").dofadr[0] for g in self.glasses])
     self._gv6 = (self._gv[:, None] + np.arange(6)).ravel()
-    self._f6 = np.zeros(6)
     # Kinematic replica of the robot alone, for the hand's IK.
     kspec = build_ur5_rg2_spec()
     kspec.body("base").quat = list(BASE_QUAT)
@@ -448,23 +620,7 @@ class GlassWorld:
 
   def hand_force(self) -> float:
     """Norm of the vector sum of contact forces acting on the hand [N]."""
-    d = self.data
-    if d.ncon == 0:
-      return 0.0
-    geom = d.contact.geom
-    h1 = self._is_hand[geom[:, 0]]
-    h2 = self._is_hand[geom[:, 1]]
-    idx = np.flatnonzero(h1 ^ h2)
-    if idx.size == 0:
-      return 0.0
-    total = np.zeros(3)
-    frames = d.contact.frame
-    for i in idx:
-      mujoco.mj_contactForce(self.model, d, int(i), self._f6)
-      # The contact force acts on geom2 along the frame; on geom1 reversed.
-      f_w = frames[i].reshape(3, 3).T @ self._f6[:3]
-      total += f_w if h2[i] else -f_w
-    return float(np.linalg.norm(total))
+    return float(np.linalg.norm(self.data.sensordata[self._force_adr]))
 
   def _step(self) -> float:
     d = self.data
@@ -531,76 +687,26 @@ class GlassWorld:
 
   def glass_states(self) -> list[dict]:
     """True state of every glass: position, uprightness, where it is."""
-    d = self.data
-    out = []
-    for k, g in enumerate(self.glasses):
-      pos = d.xpos[self._gbody[k]]
-      up = d.xmat[self._gbody[k]][8]
-      if g.id in self.taken:
-        where = "rack"
-      elif (
-        pos[2] < OFF_TABLE_Z
-        or not TABLE_X[0] <= pos[0] <= TABLE_X[1]
-        or not TABLE_Y[0] <= pos[1] <= TABLE_Y[1]
-      ):
-        where = "off"
-      else:
-        where = "table"
-      out.append(
-        dict(
-          id=g.id,
-          x=float(pos[0]),
-          y=float(pos[1]),
-          z=float(pos[2]),
-          upright=float(up),
-          standing=bool(up > TOPPLED_COS),
-          where=where,
-        )
-      )
-    return out
+    return glass_states(
+      self.glasses, self.data.xpos[self._gbody], self.data.xmat[self._gbody], self.taken
+    )
 
   def _glass_index(self, glass) -> int:
-    if isinstance(glass, bool) or not isinstance(glass, (int, np.integer)):
-      raise ValueError(f"glass must be an int id, got {glass!r}")
-    ids = [g.id for g in self.glasses]
-    if int(glass) not in ids:
-      raise ValueError(f"unknown glass id {glass}; this table's ids are {ids}")
-    if int(glass) in self.taken:
-      raise ValueError(f"glass {glass} was already taken to the rack")
-    return ids.index(int(glass))
+    return glass_index(self.glasses, self.taken, glass)
 
   # -- the calls -----------------------------------------------------------------
 
   def look(self) -> list[dict]:
     """Noisy readings of the glasses on the table (noise from table, look)."""
     self.looks += 1
-    rng = np.random.default_rng([self.table, self.looks, 0x6C6F6F6B])
-    sigma = np.array(
-      [NOISE_POSITION, NOISE_POSITION, NOISE_HEIGHT, NOISE_WIDTH, NOISE_WIDTH]
+    return readings(
+      self.table,
+      self.looks,
+      self.glasses,
+      self.glass_states(),
+      self.data.xpos[self._gbody],
+      self.data.xmat[self._gbody],
     )
-    noise = rng.normal(size=(len(self.glasses), 5)) * sigma  # [G, 5]
-    readings = []
-    for k, (g, s) in enumerate(zip(self.glasses, self.glass_states(), strict=True)):
-      if s["where"] != "table":
-        continue
-      mid = self.data.xpos[self._gbody[k]] + self.data.xmat[self._gbody[k]].reshape(
-        3, 3
-      ) @ np.array([0.0, 0.0, g.height / 2])
-      x, y = (mid[:2] if not s["standing"] else np.array([s["x"], s["y"]])) + noise[
-        k, :2
-      ]
-      readings.append(
-        {
-          "id": g.id,
-          "x": round(float(x), 4),
-          "y": round(float(y), 4),
-          "height": round(g.height + float(noise[k, 2]), 4),
-          "widest": round(g.widest + float(noise[k, 3]), 4),
-          "foot": round(g.foot + float(noise[k, 4]), 4),
-          "standing": s["standing"],
-        }
-      )
-    return readings
 
   def _begin(self) -> None:
     if self.pushes_left <= 0:
@@ -623,14 +729,6 @@ class GlassWorld:
     self.actions.append(entry)
     return report
 
-  def _check_start(self, xy: np.ndarray, name: str) -> None:
-    r = float(np.hypot(*xy))
-    if not REACH_MIN <= r <= REACH_MAX:
-      raise ValueError(
-        f"{name} {xy.tolist()} is out of the arm's reach: keep it "
-        f"{REACH_MIN}-{REACH_MAX} m from the robot base at (0, 0)"
-      )
-
   def push(self, request: dict) -> dict:
     """The seed's six-step push; see docs/glass_push.md.
 
@@ -645,26 +743,10 @@ class GlassWorld:
       ValueError: a malformed request (costs no push).
       BudgetSpent: the budget is used up.
     """
-    if not isinstance(request, dict):
-      raise ValueError(f"push() takes a dict, got {type(request).__name__}")
-    need = {"glass", "start", "heading", "reach", "travel", "aim"}
-    if set(request) != need:
-      raise ValueError(
-        f"push() needs exactly the keys {sorted(need)}, got {sorted(request)}"
-      )
-    glass = self.glasses[self._glass_index(request["glass"])].id
-    start = _point(request["start"], "start")
-    aim = _point(request["aim"], "aim")
-    heading = _number(request["heading"], "heading")
-    reach = _number(request["reach"], "reach")
-    travel = _number(request["travel"], "travel")
-    if not 0.0 < reach <= MAX_REACH_REQUEST:
-      raise ValueError(f"reach must be in (0, {MAX_REACH_REQUEST}] m, got {reach}")
-    if not 0.0 <= travel <= MAX_TRAVEL_REQUEST:
-      raise ValueError(f"travel must be in [0, {MAX_TRAVEL_REQUEST}] m, got {travel}")
-    self._check_start(start, "start")
+    glass, start, heading, reach, travel, aim = parse_push(
+      request, self.glasses, self.taken
+    )
     u = np.array([math.cos(heading), math.sin(heading), 0.0])
-    self._check_start(start + (reach + travel) * u[:2], "start + (reach+travel)")
     self._begin()
     self._lift()
     self._move([start[0], start[1], self.z_safe], heading, TRANSIT_SPEED)
@@ -695,35 +777,7 @@ class GlassWorld:
   def follow(self, chunk, glass=None, aim=None) -> dict:
     """Tool-point waypoints [K, 4] (x, y, z, heading) at 50 Hz, reported like
     a push; ``glass`` and ``aim`` (optional) record an aim error."""
-    try:
-      way = np.asarray(chunk, dtype=float)
-    except (TypeError, ValueError) as err:
-      raise ValueError("chunk must be an array of [x, y, z, heading] rows") from err
-    if way.ndim != 2 or way.shape[1] != 4 or not 1 <= way.shape[0] <= MAX_CHUNK:
-      raise ValueError(
-        f"chunk must have shape [K, 4] (x, y, z, heading) with 1 <= K <= "
-        f"{MAX_CHUNK}, got {way.shape}"
-      )
-    if not np.all(np.isfinite(way)):
-      raise ValueError("chunk holds NaN or infinite values")
-    if glass is not None:
-      glass = self.glasses[self._glass_index(glass)].id
-    if aim is not None:
-      aim = _point(aim, "aim").tolist()
-    # Recorded paths sag a fraction of a millimetre below the lowest height:
-    # accept 2 mm and hold the hand at the lowest height.
-    if np.any(way[:, 2] < LOWEST_TCP_Z - 0.002) or np.any(way[:, 2] > 0.6):
-      raise ValueError(f"waypoint heights must be within [{LOWEST_TCP_Z}, 0.6] m")
-    way[:, 2] = np.maximum(way[:, 2], LOWEST_TCP_Z)
-    for k, row in enumerate(way):
-      self._check_start(row[:2], f"waypoint {k}")
-    steps = np.linalg.norm(np.diff(way[:, :3], axis=0), axis=1)
-    turns = np.abs([_wrap(a) for a in np.diff(way[:, 3])])
-    if np.any(steps > MAX_WAYPOINT_STEP + 1e-12) or np.any(turns > MAX_WAYPOINT_TURN):
-      raise ValueError(
-        f"consecutive waypoints (every {WAYPOINT_DT} s) may move at most "
-        f"{MAX_WAYPOINT_STEP} m and {math.degrees(MAX_WAYPOINT_TURN):.0f} degrees"
-      )
+    way, glass, aim = parse_follow(chunk, glass, aim, self.glasses, self.taken)
     self._begin()
     blocked = False
     first = way[0]
@@ -792,21 +846,7 @@ class GlassWorld:
     k = self._glass_index(glass)
     states = self.glass_states()
     me = states[k]
-    others = [
-      (s, g)
-      for s, g in zip(states, self.glasses, strict=True)
-      if s["where"] == "table" and s["id"] != me["id"]
-    ]
-    room = (
-      me["where"] == "table"
-      and me["standing"]
-      and room_rule.has_room(
-        np.array([me["x"], me["y"]]),
-        self.glasses[k].widest,
-        np.array([[s["x"], s["y"]] for s, _ in others]).reshape(-1, 2),
-        np.array([g.widest for _, g in others]),
-      )
-    )
+    room = had_room(k, states, self.glasses)
     slot = RACK_SLOTS[len(self.taken)]
     self.taken[int(glass)] = dict(room=bool(room), state=me, step=self._steps)
     d = self.data
