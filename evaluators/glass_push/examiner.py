@@ -30,12 +30,75 @@ _ERRORS = {
 }
 
 
-def _serve(conn: Connection, admin: Connection, jobs: list[tuple]) -> None:
-  """Worker process: owns the worlds, answers requests until closed."""
-  from evaluators.glass_push.world import GlassWorld
-
+def _reply(fn, *args) -> tuple:
   try:
-    worlds = [GlassWorld(*job) for job in jobs]
+    return ("ok", fn(*args))
+  except Exception as err:  # noqa: BLE001 - reported to the client
+    return ("error", type(err).__name__, str(err))
+
+
+class _OneByOne:
+  """C MuJoCo: one ``GlassWorld`` per table, requests answered in turn."""
+
+  def __init__(self, jobs: list[tuple]):
+    from evaluators.glass_push.world import GlassWorld
+
+    self.worlds = [GlassWorld(*job) for job in jobs]
+
+  def _do(self, slot: int, op: str, args):
+    world = self.worlds[slot]
+    if op == "truth":
+      return dict(
+        glasses=[g.as_dict() for g in world.glasses], states=world.glass_states()
+      )
+    return getattr(world, op)(*args)
+
+  def answer(self, batch: list[tuple]) -> list[tuple]:
+    return [_reply(self._do, slot, op, args) for slot, op, args in batch]
+
+  def close(self) -> None:
+    for w in self.worlds:
+      w.close()
+
+
+class _Together:
+  """MuJoCo Warp: all tables in one ``GlassWorldBatch``; the pushes and
+  follows of one request batch run together, so do its takes."""
+
+  def __init__(self, jobs: list[tuple]):
+    from evaluators.glass_push.warp_world import GlassWorldBatch
+
+    _, pushes, physics, film = jobs[0]
+    self.batch = GlassWorldBatch([job[0] for job in jobs], pushes, physics, film)
+
+  def answer(self, batch: list[tuple]) -> list[tuple]:
+    acts = {slot: (op, *args) for slot, op, args in batch if op in ("push", "follow")}
+    takes = {slot: args[0] for slot, op, args in batch if op == "take"}
+    if len(acts) + len(takes) > len({slot for slot, _, _ in batch}):
+      raise RuntimeError("one request per table per batch")
+    done = {}
+    if acts:
+      done |= {("act", k): v for k, v in self.batch.act(acts).items()}
+    if takes:
+      done |= {("take", k): v for k, v in self.batch.take(takes).items()}
+    replies = []
+    for slot, op, args in batch:
+      if op in ("push", "follow"):
+        replies.append(done[("act", slot)])
+      elif op == "take":
+        replies.append(done[("take", slot)])
+      else:
+        replies.append(_reply(getattr(self.batch, op), slot, *args))
+    return replies
+
+  def close(self) -> None:
+    self.batch.close()
+
+
+def _serve(conn: Connection, admin: Connection, jobs: list[tuple], engine: str) -> None:
+  """Worker process: owns the worlds, answers requests until closed."""
+  try:
+    worlds = (_Together if engine == "warp" else _OneByOne)(jobs)
   except Exception as err:  # noqa: BLE001 - reported to the client
     conn.send([("error", type(err).__name__, str(err))])
     return
@@ -51,28 +114,22 @@ def _serve(conn: Connection, admin: Connection, jobs: list[tuple]) -> None:
         live.discard(c)
         continue
       if batch == "close":
-        for w in worlds:
-          w.close()
+        worlds.close()
         c.send("closed")
         return
       allowed = public if c is conn else private | public
-      replies = []
-      for index, op, args in batch:
-        if op not in allowed:
-          replies.append(("error", "ValueError", f"unknown request {op!r}"))
-          continue
-        try:
-          world = worlds[index]
-          if op == "truth":
-            value = dict(
-              glasses=[g.as_dict() for g in world.glasses], states=world.glass_states()
-            )
-          else:
-            value = getattr(world, op)(*args)
-          replies.append(("ok", value))
-        except Exception as err:  # noqa: BLE001 - reported to the client
-          replies.append(("error", type(err).__name__, str(err)))
-      c.send(replies)
+      refused = [op not in allowed for _, op, _ in batch]
+      asked = [r for r, no in zip(batch, refused, strict=True) if not no]
+      try:
+        answers = iter(worlds.answer(asked))
+      except Exception as err:  # noqa: BLE001 - reported to the client
+        answers = iter([("error", type(err).__name__, str(err))] * len(asked))
+      c.send(
+        [
+          ("error", "ValueError", f"unknown request {op!r}") if no else next(answers)
+          for (_, op, _), no in zip(batch, refused, strict=True)
+        ]
+      )
 
 
 def _raise(reply, table: int):
@@ -83,10 +140,13 @@ def _raise(reply, table: int):
 class _Workers:
   """Worker processes holding a list of tables (examiner side)."""
 
-  def __init__(self, tables, pushes, film, physics, workers):
+  def __init__(self, tables, pushes, film, physics, workers, engine="mujoco"):
+    if engine not in ENGINES:
+      raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
     ctx = mp.get_context("spawn")
     tables = [int(t) for t in tables]
-    n = max(1, min(workers, len(tables)))
+    # MuJoCo Warp: one process steps every table as one batch.
+    n = 1 if engine == "warp" else max(1, min(workers, len(tables)))
     groups = [list(range(len(tables)))[k::n] for k in range(n)]
     self.route: list[tuple[int, int]] = [(0, 0)] * len(tables)
     self.conns, self.admins, self.procs = [], [], []
@@ -96,16 +156,17 @@ class _Workers:
       jobs = [(tables[i], pushes, physics, film) for i in group]
       proc = ctx.Process(
         target=_serve,
-        args=(child, child_admin, jobs),
+        args=(child, child_admin, jobs, engine),
         daemon=True,
         name=f"glass-examiner-{w}",
       )
-      # Offscreen pictures without a display: OSMesa unless the user chose.
-      # Set only for the child's start (it imports neither torch nor mjlab);
-      # this process keeps its own setting.
+      # Offscreen pictures without a display, unless the user chose: OSMesa
+      # for the C engine's child (it imports neither torch nor mjlab), EGL
+      # for the Warp child (it imports torch; OSMesa with torch can crash).
+      # Set only for the child's start; this process keeps its own setting.
       chose = "MUJOCO_GL" in os.environ or bool(os.environ.get("DISPLAY"))
       if not chose:
-        os.environ["MUJOCO_GL"] = "osmesa"
+        os.environ["MUJOCO_GL"] = "egl" if engine == "warp" else "osmesa"
       try:
         proc.start()
       finally:
@@ -172,16 +233,6 @@ def _call(conns, route, tables, op, args_per_table):
   return out
 
 
-def _check_engine(engine: str) -> None:
-  if engine not in ENGINES:
-    raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
-  if engine == "warp":
-    raise NotImplementedError(
-      "the glass examiner runs on the C MuJoCo engine only; a MuJoCo Warp "
-      "implementation of the batched form is not built (docs/glass_push.md)"
-    )
-
-
 class Examiner:
   """One table, seen from a solution: look, top_view, push, follow, take,
   refuse. Holds nothing but a pipe end, the table number and the budget.
@@ -189,14 +240,14 @@ class Examiner:
   Args:
     table: the table number.
     pushes: the push budget (each push() or follow() uses one).
-    engine: "mujoco" (C MuJoCo on the CPU, deterministic).
+    engine: "mujoco" (C MuJoCo on the CPU, deterministic) or "warp" (MuJoCo
+      Warp on Warp's default device: the GPU when there is one).
   """
 
   __slots__ = ("_conn", "_slot", "_owner", "table", "pushes")
 
   def __init__(self, table: int, pushes: int = 15, engine: str = "mujoco"):
-    _check_engine(engine)
-    self._owner = _Workers([table], pushes, False, None, 1)
+    self._owner = _Workers([table], pushes, False, None, 1, engine)
     self._conn = self._owner.conns[0]
     self._slot = 0
     self.table = int(table)
@@ -263,14 +314,17 @@ class Examiner:
 
 class ExaminerBatch:
   """Many tables at once: list in, list out, tables spread over worker
-  processes that run in parallel on the CPU. A ``None`` entry in a request
-  list skips that table for the call.
+  processes that run in parallel on the CPU (``engine="mujoco"``), or all in
+  one MuJoCo Warp batch in one process, the pushes and follows of one call
+  stepped together (``engine="warp"``). A ``None`` entry in a request list
+  skips that table for the call.
 
   Args:
     tables: table numbers.
     pushes: the push budget of every table.
-    workers: worker processes (default: 2, or fewer for fewer tables).
-    engine: "mujoco".
+    workers: worker processes for "mujoco" (default: 2, or fewer for fewer
+      tables); "warp" uses one.
+    engine: "mujoco" or "warp".
   """
 
   __slots__ = ("_conns", "_route", "_owner", "tables", "pushes")
@@ -278,8 +332,7 @@ class ExaminerBatch:
   def __init__(
     self, tables, pushes: int = 15, workers: int = 2, engine: str = "mujoco"
   ):
-    _check_engine(engine)
-    self._owner = _Workers(list(tables), pushes, False, None, workers)
+    self._owner = _Workers(list(tables), pushes, False, None, workers, engine)
     self._conns, self._route = self._owner.conns, self._owner.route
     self.tables = [int(t) for t in tables]
     self.pushes = int(pushes)
@@ -339,15 +392,22 @@ class Exam:
   ``examiners`` (one ``Examiner`` per table) or ``batch`` go to the solution;
   the runner keeps the ``Exam`` and reads ``records()`` (truth included) for
   scoring after the solution is done. ``physics`` is the private test and
-  training fixture (``world.PhysicsConfig``); ``film`` records film poses.
+  training fixture (``world.PhysicsConfig``); ``film`` records film poses;
+  ``engine`` is "mujoco" or "warp" (as for ``ExaminerBatch``).
   """
 
   def __init__(
-    self, tables, pushes: int = 15, film: bool = False, physics=None, workers: int = 1
+    self,
+    tables,
+    pushes: int = 15,
+    film: bool = False,
+    physics=None,
+    workers: int = 1,
+    engine: str = "mujoco",
   ):
     self.tables = [int(t) for t in tables]
     self.pushes = int(pushes)
-    self._workers = _Workers(self.tables, pushes, film, physics, workers)
+    self._workers = _Workers(self.tables, pushes, film, physics, workers, engine)
     w = self._workers
     self.examiners = [
       Examiner._attach(w.conns[wi], slot, t, self.pushes)

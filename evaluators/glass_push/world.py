@@ -524,6 +524,21 @@ def parse_follow(chunk, glass, aim, glasses, taken):
   return way, glass, aim
 
 
+def write_video(path: str, frames: list[np.ndarray]) -> None:
+  """Film frames to an mp4 at FILM_FPS (nothing for no frames)."""
+  import shutil
+
+  import mediapy
+
+  if not frames:
+    return
+  if shutil.which("ffmpeg") is None:
+    import imageio_ffmpeg
+
+    mediapy.set_ffmpeg(imageio_ffmpeg.get_ffmpeg_exe())
+  mediapy.write_video(path, frames, fps=FILM_FPS)
+
+
 class GlassWorld:
   """One table: its physics, the push routine, the record (examiner side)."""
 
@@ -891,17 +906,8 @@ class GlassWorld:
 
   def write_film(self, path: str) -> int:
     """Render the recorded film poses to an mp4; returns the frame count."""
-    import shutil
-
-    import mediapy
-
-    if shutil.which("ffmpeg") is None:
-      import imageio_ffmpeg
-
-      mediapy.set_ffmpeg(imageio_ffmpeg.get_ffmpeg_exe())
     frames = [self._render(q, "film", FILM_SIZE, False) for q in self._film_qpos]
-    if frames:
-      mediapy.write_video(path, frames, fps=FILM_FPS)
+    write_video(path, frames)
     return len(frames)
 
   # -- record ---------------------------------------------------------------------
