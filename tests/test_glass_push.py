@@ -175,8 +175,8 @@ def test_batch_form_matches_single_examiners():
     batch.close()
   with Exam([10025]) as exam:
     assert exam.examiners[0].look() == looks[0]
-  with pytest.raises(NotImplementedError, match="MuJoCo Warp"):
-    ExaminerBatch(tables=[10025], engine="warp")
+  with pytest.raises(ValueError, match="engine"):
+    ExaminerBatch(tables=[10025], engine="bullet")
 
 
 def line_chunk(x0, x1, y, z, speed=0.02):

@@ -1,0 +1,144 @@
+"""The glass examiner on MuJoCo Warp (``GlassWorldBatch``) against the C
+MuJoCo ``GlassWorld``: the same tables, readings, push routine, follow(),
+take() and records, several tables stepped as one batch. CPU Warp."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from evaluators.glass_push import Exam
+from evaluators.glass_push.tables import Glass
+from evaluators.glass_push.warp_world import GlassWorldBatch, glass_parts
+from evaluators.glass_push.world import JAM_FORCE, GlassWorld, PhysicsConfig
+
+NOTHING = {
+  "blocked": False,
+  "touched": None,
+  "jammed": False,
+  "peak": 0.0,
+  "pushed": 0.0,
+}
+
+
+def push(start, heading=0.0, reach=0.08, travel=0.04, aim=(0.5, -0.42)):
+  return dict(
+    glass=0,
+    start=list(start),
+    heading=heading,
+    reach=reach,
+    travel=travel,
+    aim=list(aim),
+  )
+
+
+def line_chunk(x0, x1, y, z, speed=0.02):
+  """Waypoints (x, y, z, heading 0) at 50 Hz along +x."""
+  n = int(round(abs(x1 - x0) / (speed * 0.02))) + 1
+  xs = np.linspace(x0, x1, n)
+  return np.stack([xs, np.full(n, y), np.full(n, z), np.zeros(n)], 1)
+
+
+def test_glass_parts_keep_mass_and_shape():
+  rng = np.random.default_rng()
+  for kind in ("tumbler", "stemmed"):
+    h = rng.uniform(0.08, 0.2)
+    g = Glass(0, kind, 0.0, 0.0, h, 0.08, 0.06, 0.2, 0.4 * h, 0.004, 0.004)
+    parts = glass_parts(g)
+    assert sum(mass for _, mass in parts) == pytest.approx(g.mass)
+    verts = np.concatenate([v for v, _ in parts])
+    assert verts[:, 2].min() == pytest.approx(0.0) and verts[
+      :, 2
+    ].max() == pytest.approx(h)
+    radius = np.hypot(verts[:, 0], verts[:, 1])
+    assert radius.max() == pytest.approx(0.04)  # the widest ring
+    assert radius[verts[:, 2] < 1e-9].max() == pytest.approx(0.03)  # the foot
+
+
+def test_batched_pushes_and_follow_match_the_c_world():
+  """Four tables in one batch, each doing something else, against four C
+  worlds: a low push slides the glass, a push into a fixed post jams, a
+  follow() into the post jams and backs off, a push with nothing in reach
+  reports no touch."""
+  physics = PhysicsConfig(
+    glasses=(Glass(0, "tumbler", 0.45, -0.42, 0.07, 0.07, 0.06, 0.15),),
+    obstacle=(0.50, -0.20),
+  )
+  actions = [
+    ("push", push((0.35, -0.42))),
+    ("push", push((0.38, -0.20), reach=0.08, travel=0.06)),
+    ("follow", line_chunk(0.40, 0.50, -0.20, 0.03), None, None),
+    ("push", push((0.45, 0.05), reach=0.05, travel=0.02)),
+  ]
+  batch = GlassWorldBatch([10_001] * 4, 3, physics, device="cpu")
+  replies = batch.act(dict(enumerate(actions)))
+  warp = [replies[i][1] for i in range(4)]
+  c_worlds = [GlassWorld(10_001, 3, physics) for _ in actions]
+  c = [
+    getattr(w, kind)(*args) for w, (kind, *args) in zip(c_worlds, actions, strict=True)
+  ]
+  assert [replies[i][0] for i in range(4)] == ["ok"] * 4
+  for w, r in zip(warp, c, strict=True):
+    assert (w["blocked"], w["jammed"]) == (r["blocked"], r["jammed"])
+    assert (w["touched"] is None) == (r["touched"] is None)
+  # The slide: where the glass was met, how far it was pushed, where it ended.
+  assert warp[0]["touched"] == pytest.approx(c[0]["touched"], abs=0.003)
+  assert warp[0]["pushed"] == pytest.approx(c[0]["pushed"], abs=0.003)
+  assert 0.4 < warp[0]["peak"] < 3.0
+  end_w = batch.glass_states(0)[0]
+  end_c = c_worlds[0].glass_states()[0]
+  assert end_w["standing"] and end_c["standing"]
+  assert np.hypot(end_w["x"] - end_c["x"], end_w["y"] - end_c["y"]) < 0.004
+  assert batch.actions[0][0]["aim_error"] == pytest.approx(
+    np.hypot(end_w["x"] - 0.5, end_w["y"] + 0.42), abs=1e-6
+  )
+  # Into the post: jammed past 20 N, stopped where it jammed.
+  for report in (warp[1], warp[2]):
+    assert report["jammed"] and report["peak"] > JAM_FORCE
+  assert warp[1]["pushed"] < 0.01
+  assert batch.hand_positions()[2, 0] < 0.47 - 0.0125 - 0.01  # follow backed off
+  # Nothing in reach: exactly nothing, the glass untouched.
+  assert warp[3] == NOTHING == c[3]
+  # Every action's hand path at 50 Hz; one push of the budget each.
+  for i in range(4):
+    path = batch.actions[i][0]["path"]
+    assert path.shape[1] == 6 and len(path) > 50
+    assert np.allclose(np.diff(path[:, 0]), 0.02, atol=1e-3)
+  assert list(batch.pushes_left) == [2, 2, 2, 2]
+
+
+def test_warp_examiner_serves_drawn_tables_like_the_c_one():
+  """Two different drawn tables in one Warp batch: the same glasses standing
+  in the same places as in the C world (so each table's meshes, masses and
+  places reached its own world), the same first look, and the calls."""
+  tables = [10025, 10026]
+  c_looks = []
+  for t in tables:
+    world = GlassWorld(t, 3)
+    c_looks.append(world.look())
+  with Exam(tables, pushes=1, engine="warp") as exam:
+    looks = exam.batch.look()
+    for look, c_look in zip(looks, c_looks, strict=True):
+      assert [r["id"] for r in look] == [r["id"] for r in c_look]
+      for r, rc in zip(look, c_look, strict=True):
+        for key in ("height", "widest", "foot", "standing"):
+          assert r[key] == rc[key]
+        assert abs(r["x"] - rc["x"]) <= 0.0006 and abs(r["y"] - rc["y"]) <= 0.0006
+    assert exam.batch.look() != looks  # the second look differs
+    pictures = exam.batch.top_view()
+    assert [p.shape for p in pictures] == [(384, 384, 3)] * 2
+    assert pictures[0].dtype == np.uint8 and not np.array_equal(*pictures)
+    first = looks[0][0]["id"]
+    exam.batch.take([first, None])
+    exam.batch.refuse([None, looks[1][0]["id"]], [None, "tips before it slides"])
+    with pytest.raises(ValueError, match="already taken"):
+      exam.examiners[0].take(first)
+    with pytest.raises(ValueError, match="needs exactly the keys"):
+      exam.examiners[1].push({"glass": 0})
+    assert first not in [r["id"] for r in exam.examiners[0].look()]
+    records = exam.records()
+  assert [r["engine"] for r in records] == ["warp", "warp"]
+  assert list(records[0]["taken"]) == [first]
+  assert records[0]["final"][0]["where"] == "rack"
+  assert records[1]["refused"] == {looks[1][0]["id"]: "tips before it slides"}
+  assert [r["pushes_used"] for r in records] == [0, 0]
