@@ -12,6 +12,13 @@ auto-resets included) and reports:
   (``bare_physics_steps_per_s``); and the ratio of the two;
 - memory per environment (CUDA: peak device memory; CPU: resident-set growth).
 
+``--task GlassPush`` measures the glass examiner instead: ``--num-envs``
+tables (10000, 10001, ...) holding their hands over their glasses, one
+"step" being one 2 ms physics step with the examiner's control (IK, servo,
+wrist reading, recording): C MuJoCo ``GlassWorld`` one table after another
+against bare ``mj_step`` of the same worlds; MuJoCo Warp ``GlassWorldBatch``
+against bare ``mujoco_warp.step`` of the same batch.
+
 Compare engines in one run (ratios are robust on noisy machines):
 
   python scripts/benchmark.py --task CubeTray-UR5-RG2 --engine mujoco warp \
@@ -30,13 +37,14 @@ from pathlib import Path
 
 import tyro
 
-TASKS = ("CubeTray-UR5-RG2",)
+TASKS = ("CubeTray-UR5-RG2", "GlassPush")
 
 
 @dataclass
 class Args:
   task: str = "CubeTray-UR5-RG2"
-  """Task id to measure."""
+  """Task id to measure: CubeTray-UR5-RG2, or GlassPush (the glass examiner's
+  control loop, C GlassWorld vs the Warp batch; see the module doc)."""
   engine: list[str] = field(default_factory=lambda: ["mujoco"])
   """One or more engines: mujoco (C MuJoCo, CPU) and/or warp (MuJoCo Warp)."""
   num_envs: list[int] = field(default_factory=lambda: [1, 8, 32])
@@ -109,8 +117,77 @@ def _bare_warp_step(env, steps: int) -> float:
   return sim.num_envs * nstep / (time.perf_counter() - start)
 
 
+def measure_glass(engine: str, num_envs: int, steps: int, device: str) -> dict:
+  """The glass examiner's control loop against bare physics (see above)."""
+  import mujoco
+  import torch
+
+  tables = list(range(10_000, 10_000 + num_envs))
+  cuda = device.startswith("cuda")
+  if cuda:
+    torch.cuda.reset_peak_memory_stats()
+  rss0 = _rss_mb()
+  row = {"task": "GlassPush", "engine": engine, "device": device}
+  row |= {"num_envs": num_envs, "steps": steps, "decimation": 1}
+  if engine == "mujoco":
+    from evaluators.glass_push.world import GlassWorld, hand_rotation
+
+    worlds = [GlassWorld(t, 1) for t in tables]
+
+    def run(n: int) -> None:
+      for w in worlds:
+        for _ in range(n):
+          w._ik_step(w._cmd, hand_rotation(w._heading))
+          w._step()
+
+    def bare(n: int) -> None:
+      for w in worlds:
+        for _ in range(n):
+          mujoco.mj_step(w.model, w.data)
+  else:
+    import mujoco_warp as mjwarp
+    import warp as wp
+
+    from evaluators.glass_push.warp_world import GlassWorldBatch
+
+    batch = GlassWorldBatch(tables, 1, device=device)
+
+    def run(n: int) -> None:
+      for _ in range(n):
+        batch._tick()
+
+    def bare(n: int) -> None:
+      with wp.ScopedDevice(batch.device):
+        for _ in range(n):
+          mjwarp.step(batch.mw, batch.dw)
+        wp.synchronize()
+
+  rates = []
+  for fn in (run, bare):
+    fn(1)  # warm-up
+    start = time.perf_counter()
+    fn(steps)
+    rates.append(num_envs * steps / (time.perf_counter() - start))
+  row["env_steps_per_s"] = row["physics_steps_per_s"] = round(rates[0], 1)
+  key = (
+    "rollout_physics_steps_per_s" if engine == "mujoco" else "bare_physics_steps_per_s"
+  )
+  row[key] = round(rates[1], 1)
+  row["ratio_to_bare_physics"] = round(rates[0] / rates[1], 3)
+  if cuda:
+    row["device_memory_per_env_mb"] = round(
+      torch.cuda.max_memory_allocated() / 2**20 / num_envs, 3
+    )
+  else:
+    row["rss_growth_per_env_mb"] = round((_rss_mb() - rss0) / num_envs, 3)
+  return row
+
+
 def measure(task: str, engine: str, num_envs: int, steps: int, device: str) -> dict:
   import torch
+
+  if task == "GlassPush":
+    return measure_glass(engine, num_envs, steps, device)
 
   from experts.cube_tray import CubeTrayExpert
   from mjlab_tasks.common.c_engine import make_env

@@ -1,7 +1,11 @@
 """Run a glass-pushing solution on a range of tables and score it.
 
-Each table runs in its own examiner worker process (C MuJoCo, 2 ms steps,
-deterministic); ``--jobs`` tables run at once. Writes, into a new folder:
+With ``--engine mujoco`` (default) each table runs in its own examiner
+worker process (C MuJoCo, 2 ms steps, deterministic) and ``--jobs`` tables
+run at once. With ``--engine warp`` every table is one world of one MuJoCo
+Warp batch (the GPU when there is one): the solution runs per table in a
+thread and each round of pushes is stepped together. Writes, into a new
+folder:
 
 - ``scores.json`` and ``scores.md``: the marks per table and in total, with a
   source snapshot (commit, dirty flag, SHA-256 of every source file);
@@ -46,7 +50,11 @@ class Args:
   (the scored world is the same either way). Needs offscreen OpenGL (OSMesa
   or EGL)."""
   jobs: int = 2
-  """Tables examined at once (one worker process each)."""
+  """Tables examined at once (one worker process each); --engine mujoco only."""
+  engine: Literal["mujoco", "warp"] = "mujoco"
+  """Physics: mujoco (C MuJoCo on the CPU, deterministic, the measured
+  scores) or warp (every table in one MuJoCo Warp batch, on Warp's default
+  device: the GPU when there is one, else the CPU, where it is slow)."""
 
 
 def parse_tables(text: str) -> list[int]:
@@ -84,9 +92,8 @@ def _jsonable(value):
 
 
 def run_table(table: int, args: Args, out: Path) -> dict:
-  """Examine one table; write its record, demonstrations and film."""
+  """Examine one table on the C engine; write its outputs."""
   from evaluators.glass_push import Exam
-  from evaluators.glass_push.scoring import score_record
   from experts.glass_push import SOLUTIONS
 
   start = time.perf_counter()
@@ -99,6 +106,36 @@ def run_table(table: int, args: Args, out: Path) -> dict:
     (record,) = exam.records()
     if args.film:
       exam.write_films([out / "films" / f"{table}.mp4"])
+  return write_table(record, error, out, time.perf_counter() - start)
+
+
+def run_batch(tables: list[int], args: Args, out: Path) -> list[dict]:
+  """Examine every table in one MuJoCo Warp batch; write their outputs."""
+  from tqdm import tqdm
+
+  from evaluators.glass_push import Exam
+  from experts.glass_push import SOLUTIONS
+
+  start = time.perf_counter()
+  with Exam(tables, pushes=args.pushes, film=args.film, engine="warp") as exam:
+    # At most one round of pushes per push of the budget.
+    with tqdm(total=args.pushes, desc=f"{args.solution} rounds", unit="round") as bar:
+      errors = exam.run_together(
+        SOLUTIONS[args.solution],
+        on_round=lambda n: bar.set_postfix(tables=n, refresh=False) or bar.update(1),
+      )
+    records = exam.records()
+    if args.film:
+      exam.write_films([out / "films" / f"{t}.mp4" for t in tables])
+  wall = (time.perf_counter() - start) / len(tables)
+  return [write_table(r, e, out, wall) for r, e in zip(records, errors, strict=True)]
+
+
+def write_table(record: dict, error: str | None, out: Path, wall_s: float) -> dict:
+  """Write one table's record and demonstrations; returns its score row."""
+  from evaluators.glass_push.scoring import score_record
+
+  table = record["table"]
   paths = {f"action_{k:03d}": a.pop("path") for k, a in enumerate(record["actions"])}
   np.savez_compressed(
     out / "demos" / f"{table}.npz",
@@ -110,7 +147,7 @@ def run_table(table: int, args: Args, out: Path) -> dict:
   (out / "tables" / f"{table}.json").write_text(json.dumps(_jsonable(record), indent=1))
   row = score_record(record)
   row["solution_error"] = error
-  row["wall_s"] = time.perf_counter() - start
+  row["wall_s"] = wall_s
   return row
 
 
@@ -129,12 +166,15 @@ def main(args: Args) -> int:
   for sub in ("tables", "demos") + (("films",) if args.film else ()):
     (out / sub).mkdir()
   rows = []
-  with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-    futures = {pool.submit(run_table, t, args, out): t for t in tables}
-    with tqdm(total=len(tables), desc=f"{args.solution}", unit="table") as bar:
-      for future in as_completed(futures):
-        rows.append(future.result())
-        bar.update(1)
+  if args.engine == "warp":
+    rows = run_batch(tables, args, out)
+  else:
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+      futures = {pool.submit(run_table, t, args, out): t for t in tables}
+      with tqdm(total=len(tables), desc=f"{args.solution}", unit="table") as bar:
+        for future in as_completed(futures):
+          rows.append(future.result())
+          bar.update(1)
   rows.sort(key=lambda r: r["table"])
   total = summarize(rows)
   report = {
@@ -142,6 +182,7 @@ def main(args: Args) -> int:
     "tables": args.tables,
     "pushes": args.pushes,
     "film": args.film,
+    "engine": args.engine,
     "rows": rows,
     "total": total,
     "source": source_snapshot(),

@@ -575,8 +575,43 @@ def test_cli_scores_a_table_range_and_refuses_an_existing_folder(tmp_path):
   )
   assert bad.returncode != 0 and "empty" in bad.stderr
   help_text = run_cli("--help").stdout
-  for flag in ("--solution", "--tables", "--output", "--pushes", "--film", "--jobs"):
+  for flag in (
+    "--solution",
+    "--tables",
+    "--output",
+    "--pushes",
+    "--film",
+    "--jobs",
+    "--engine",
+  ):
     assert flag in help_text
+
+
+def test_lockstep_run_gives_each_table_its_own_run():
+  """Exam.run_together runs per-table solutions in threads with their pushes
+  batched (the Warp CLI's path); on the deterministic C engine every table
+  must end exactly as when run alone."""
+  from experts.glass_push import SOLUTIONS
+
+  tables = [10000, 10003]
+  with Exam(tables, pushes=4, workers=1) as exam:
+    rounds = []
+    errors = exam.run_together(SOLUTIONS["nudge"], on_round=rounds.append)
+    together = exam.records()
+  assert errors == [None, None]
+  # Both tables' pushes went out together (a request past the budget is
+  # answered with BudgetSpent and uses no push).
+  assert max(rounds) == 2
+  assert sum(rounds) >= sum(r["pushes_used"] for r in together) > 0
+  for table, record in zip(tables, together, strict=True):
+    with Exam([table], pushes=4) as alone:
+      SOLUTIONS["nudge"](alone.examiners[0])
+      (single,) = alone.records()
+    assert record["final"] == single["final"]
+    assert record["taken"] == single["taken"]
+    assert [a["report"] for a in record["actions"]] == [
+      a["report"] for a in single["actions"]
+    ]
 
 
 def test_hand_numbers_match_the_robot_model():

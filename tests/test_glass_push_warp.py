@@ -4,6 +4,8 @@ take() and records, several tables stepped as one batch. CPU Warp."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -142,3 +144,30 @@ def test_warp_examiner_serves_drawn_tables_like_the_c_one():
   assert records[0]["final"][0]["where"] == "rack"
   assert records[1]["refused"] == {looks[1][0]["id"]: "tips before it slides"}
   assert [r["pushes_used"] for r in records] == [0, 0]
+
+
+@pytest.mark.slow
+def test_cli_examines_tables_in_one_warp_batch(tmp_path):
+  """The CLI's --engine warp path: every table one world of one batch, the
+  solution's pushes stepped together, the same outputs as on the C engine."""
+  from script_runner import run_script
+
+  out = tmp_path / "exam"
+  result = run_script(
+    "glass_push_exam.py",
+    *("--solution", "geometric", "--tables", "10000-10001", "--pushes", "2"),
+    *("--engine", "warp", "--output", str(out)),
+    timeout=3600,
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  report = json.loads((out / "scores.json").read_text())
+  assert report["engine"] == "warp"
+  assert [r["table"] for r in report["rows"]] == [10000, 10001]
+  for table in (10000, 10001):
+    record = json.loads((out / "tables" / f"{table}.json").read_text())
+    assert record["engine"] == "warp" and "friction" not in record
+    demos = np.load(out / "demos" / f"{table}.npz")
+    assert (
+      len([k for k in demos.files if k.startswith("action_")])
+      == (record["pushes_used"])
+    )

@@ -49,3 +49,48 @@ def test_wrist_camera_renders_on_gpu():
   env.step(torch.zeros(16, 7, device=env.device))
   rgb = env.scene.sensors["wrist_d415"].data.rgb
   assert tuple(rgb.shape) == (16, 180, 320, 3)
+
+
+def test_glass_examiner_batch_on_gpu():
+  """64 drawn tables in one MuJoCo Warp batch on the GPU: every table
+  pushes its first glass's way from outside the group; the C world of the
+  first four tables gives the same verdicts."""
+  import numpy as np
+
+  from evaluators.glass_push.warp_world import GlassWorldBatch
+  from evaluators.glass_push.world import GlassWorld, parse_push
+
+  tables = list(range(10_000, 10_064))
+  batch = GlassWorldBatch(tables, 2, device="cuda:0")
+  requests = {}
+  for i in range(len(tables)):
+    for g in batch.look(i):  # the first glass with a start within reach
+      request = dict(
+        glass=g["id"],
+        start=[g["x"] - 0.15, g["y"]],
+        heading=0.0,
+        reach=0.12,
+        travel=0.02,
+        aim=[g["x"] + 0.02, g["y"]],
+      )
+      try:
+        parse_push(request, batch.glasses[i], {})
+      except ValueError:
+        continue
+      requests[i] = ("push", request)
+      break
+  assert len(requests) >= 32
+  replies = batch.act(requests)
+  assert all(replies[i][0] == "ok" for i in requests)
+  assert np.isfinite(batch._qpos.cpu().numpy()).all()
+  for i in list(requests)[:4]:
+    world = GlassWorld(tables[i], 2)
+    world.look()
+    c = world.push(requests[i][1])
+    w = replies[i][1]
+    print(tables[i], "warp", w, "C", c)
+    assert (w["blocked"], w["jammed"], w["touched"] is None) == (
+      c["blocked"],
+      c["jammed"],
+      c["touched"] is None,
+    )

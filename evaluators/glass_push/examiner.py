@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import threading
 from multiprocessing.connection import Connection, wait
 
 import numpy as np
@@ -386,6 +387,65 @@ class ExaminerBatch:
       self._owner = None
 
 
+class _Lockstep:
+  """Per-table solutions in threads over one worker: each push or follow
+  waits until every running solution has asked for one (or finished), then
+  they all run as one request batch (one Warp batch). Other calls go
+  straight through, one at a time."""
+
+  def __init__(self, conn: Connection, slots: list[int], on_round=None):
+    self._conn = conn
+    self._on_round = on_round
+    self._cond = threading.Condition()
+    self._running = set(slots)
+    self._waiting: dict[int, tuple] = {}
+    self._replies: dict[int, tuple] = {}
+
+  def ask(self, slot: int, op: str, args) -> tuple:
+    with self._cond:
+      if op not in ("push", "follow"):
+        self._conn.send([(slot, op, args)])
+        return self._conn.recv()[0]
+      self._waiting[slot] = (slot, op, args)
+      self._flush()
+      while slot not in self._replies:
+        self._cond.wait()
+      return self._replies.pop(slot)
+
+  def finished(self, slot: int) -> None:
+    with self._cond:
+      self._running.discard(slot)
+      self._flush()
+
+  def _flush(self) -> None:
+    if self._waiting and set(self._waiting) >= self._running:
+      batch = list(self._waiting.values())
+      self._waiting.clear()
+      self._conn.send(batch)
+      for (slot, _, _), reply in zip(batch, self._conn.recv(), strict=True):
+        self._replies[slot] = reply
+      if self._on_round is not None:
+        self._on_round(len(batch))
+      self._cond.notify_all()
+
+
+class _GateEnd:
+  """A solution thread's pipe end into a ``_Lockstep`` (what ``Examiner``
+  sends on and receives from)."""
+
+  __slots__ = ("_gate", "_slot", "_reply", "closed")
+
+  def __init__(self, gate: _Lockstep, slot: int):
+    self._gate, self._slot, self._reply, self.closed = gate, slot, None, False
+
+  def send(self, batch) -> None:
+    ((slot, op, args),) = batch
+    self._reply = self._gate.ask(slot, op, args)
+
+  def recv(self):
+    return [self._reply]
+
+
 class Exam:
   """The runner's side of a run over one or more tables.
 
@@ -414,6 +474,38 @@ class Exam:
       for (wi, slot), t in zip(w.route, self.tables, strict=True)
     ]
     self.batch = ExaminerBatch._attach(w.conns, w.route, self.tables, self.pushes)
+
+  def run_together(self, solve, on_round=None) -> list[str | None]:
+    """Run ``solve(examiner)`` for every table at once, one thread per table,
+    their pushes and follows batched (lockstep; for ``engine="warp"`` one
+    Warp batch per round; ``on_round(tables in it)`` after each). Returns
+    each table's error text, or None."""
+    if len(self._workers.conns) != 1:
+      raise ValueError("run_together needs the tables in one worker")
+    slots = [slot for _, slot in self._workers.route]
+    gate = _Lockstep(self._workers.conns[0], slots, on_round)
+    errors: list[str | None] = [None] * len(self.tables)
+
+    def run(k: int, slot: int) -> None:
+      examiner = Examiner._attach(
+        _GateEnd(gate, slot), slot, self.tables[k], self.pushes
+      )
+      try:
+        solve(examiner)
+      except Exception as err:  # noqa: BLE001 - a crashing solution is a result
+        errors[k] = f"{type(err).__name__}: {err}"
+      finally:
+        gate.finished(slot)
+
+    threads = [
+      threading.Thread(target=run, args=(k, slot), name=f"solution-{self.tables[k]}")
+      for k, (_, slot) in enumerate(self._workers.route)
+    ]
+    for t in threads:
+      t.start()
+    for t in threads:
+      t.join()
+    return errors
 
   def _admin(self, op: str, per_table) -> list:
     return _call(self._workers.admins, self._workers.route, self.tables, op, per_table)

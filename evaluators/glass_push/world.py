@@ -926,6 +926,7 @@ class GlassWorld:
       looks=self.looks,
       sim_time=float(self.data.time),
       friction=vars(self.physics.friction) | {},
+      engine="mujoco",
     )
 
   def close(self) -> None:
