@@ -171,3 +171,11 @@ def test_cli_examines_tables_in_one_warp_batch(tmp_path):
       len([k for k in demos.files if k.startswith("action_")])
       == (record["pushes_used"])
     )
+
+
+def test_buffer_overflow_is_flagged_not_silent():
+  """Too few constraint rows for a table's pile: MuJoCo Warp drops
+  constraints, and the batch says so (warning and record)."""
+  with pytest.warns(RuntimeWarning, match="overflowed"):
+    batch = GlassWorldBatch([10025, 10025], 1, device="cpu", njmax=8)
+  assert all(batch.record(i)["physics_overflow"] != 0 for i in range(2))

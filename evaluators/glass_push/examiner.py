@@ -68,7 +68,9 @@ class _Together:
 
   def __init__(self, jobs: list[tuple]):
     from evaluators.glass_push.warp_world import GlassWorldBatch
+    from mjlab_tasks.common.runtime import quiet_warp
 
+    quiet_warp()  # the worker's Warp module messages would bury progress bars
     _, pushes, physics, film = jobs[0]
     self.batch = GlassWorldBatch([job[0] for job in jobs], pushes, physics, film)
 

@@ -19,6 +19,7 @@ docs/glass_push.md ("MuJoCo Warp") for how this differs from the C world.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import mujoco
@@ -288,6 +289,9 @@ class GlassWorldBatch:
     physics: the private physics fixture (``world.PhysicsConfig``).
     film: keep film poses (10 fps) for ``write_film``.
     device: Warp device ("cuda:0", "cpu"); default Warp's default device.
+    nconmax, njmax: contacts and constraint rows allocated per table. A
+      table whose step overflows them is flagged (``physics_overflow`` in its
+      actions and record, MuJoCo Warp's bitmask) and a warning is given.
   """
 
   def __init__(
@@ -297,6 +301,8 @@ class GlassWorldBatch:
     physics: cw.PhysicsConfig | None = None,
     film: bool = False,
     device: str | None = None,
+    nconmax: int = NCONMAX,
+    njmax: int = NJMAX,
   ):
     if isinstance(pushes, bool) or not isinstance(pushes, (int, np.integer)):
       raise ValueError(f"pushes must be an int, got {pushes!r}")
@@ -327,7 +333,7 @@ class GlassWorldBatch:
         self.mw, union, self.models, dataid, self.device
       )
       self.dw = mjw.put_data(
-        union, mujoco.MjData(union), nworld=n, nconmax=NCONMAX, njmax=NJMAX
+        union, mujoco.MjData(union), nworld=n, nconmax=nconmax, njmax=njmax
       )
     m = union
     self._qadr = np.array([m.joint(j).qposadr[0] for j in ARM_JOINT_NAMES])
@@ -347,6 +353,9 @@ class GlassWorldBatch:
     self._site_xpos, self._site_xmat = t(d.site_xpos), t(d.site_xmat)
     self._xpos, self._xmat = t(d.xpos), t(d.xmat)
     self._sensordata, self._time = t(d.sensordata), t(d.time)
+    self._overflow = t(d.overflow)
+    # Overflow bits of every step, accumulated on the device.
+    self._overflow_seen = torch.zeros_like(self._overflow)
     self._gv6 = torch.as_tensor(
       (self._sv[:, None] + np.arange(6)).ravel(), device=self.torch_device
     )
@@ -370,6 +379,7 @@ class GlassWorldBatch:
     self._renderers: dict = {}
     self._replicas: dict = {}
     self._phase = np.zeros(n, int)
+    self._overflow_total = np.zeros(n, int)
     for _ in range(300):
       self._ik_step()
     qpos = np.stack([mujoco.MjData(mod).qpos for mod in self.models])
@@ -382,6 +392,7 @@ class GlassWorldBatch:
       mjw.forward(self.mw, self.dw)
     for _ in range(250):
       self._tick()
+    self._overflow_checked()
     self._film_qpos.clear()
     self.initial_qpos = self._qpos.cpu().numpy().astype(float)
 
@@ -453,6 +464,7 @@ class GlassWorldBatch:
     self._qfrc_applied[:, self._dof] = self._qfrc_bias[:, self._dof]
     with wp.ScopedDevice(self.device):
       mjw.step(self.mw, self.dw)
+    self._overflow_seen |= self._overflow
     self.steps += 1
     force = self._sensordata[:, self._force_adr].double().norm(dim=1).cpu().numpy()
     act = self._active
@@ -736,10 +748,12 @@ class GlassWorldBatch:
       self.pushes_left[i] -= 1
       self._peak[i] = 0.0
     self._rec = []
+    self._overflow_seen.zero_()
     reports = self._run(programs)
     paths = self._paths(list(programs))
+    overflow = self._overflow_checked()
     for i, report in reports.items():
-      entry = entries[i] | {"report": report}
+      entry = entries[i] | {"report": report, "physics_overflow": int(overflow[i])}
       glass, aim = entry["glass"], entry["aim"]
       if glass is not None and aim is not None:
         k = [g.id for g in self.glasses[i]].index(glass)
@@ -749,6 +763,21 @@ class GlassWorldBatch:
       self.actions[i].append(entry)
       replies[i] = ("ok", report)
     return replies
+
+  def _overflow_checked(self) -> np.ndarray:
+    """The overflow bits since the last check, per table; warns if any."""
+    overflow = self._overflow_seen.cpu().numpy()
+    self._overflow_total |= overflow
+    bad = np.flatnonzero(overflow)
+    if bad.size:
+      warnings.warn(
+        f"MuJoCo Warp overflowed its contact/constraint buffers on tables "
+        f"{[self.tables[i] for i in bad]} (bits {overflow[bad].tolist()}): their "
+        "physics dropped contacts or constraints; raise nconmax/njmax",
+        RuntimeWarning,
+        stacklevel=3,
+      )
+    return overflow
 
   def _paths(self, tables: list[int]) -> dict[int, np.ndarray]:
     if not self._rec:
@@ -781,10 +810,12 @@ class GlassWorldBatch:
       self._peak[i] = 0.0
       replies[i] = ("ok", None)
     if states:
+      self._overflow_seen.zero_()
       with wp.ScopedDevice(self.device):
         mjw.forward(self.mw, self.dw)
       for _ in range(100):
         self._tick()
+      self._overflow_checked()
     return replies
 
   def refuse(self, i: int, glass, reason) -> None:
@@ -864,6 +895,7 @@ class GlassWorldBatch:
       sim_time=float(self._time[i]),
       friction=vars(self.physics.friction) | {},
       engine="warp",
+      physics_overflow=int(self._overflow_total[i]),
     )
 
   def close(self) -> None:
