@@ -118,8 +118,8 @@ def run_batch(tables: list[int], args: Args, out: Path) -> list[dict]:
 
   start = time.perf_counter()
   with Exam(tables, pushes=args.pushes, film=args.film, engine="warp") as exam:
-    # At most one round of pushes per push of the budget.
-    with tqdm(total=args.pushes, desc=f"{args.solution} rounds", unit="round") as bar:
+    # A round: every running table's next push, follow or take, stepped as one.
+    with tqdm(desc=f"{args.solution} rounds", unit="round") as bar:
       errors = exam.run_together(
         SOLUTIONS[args.solution],
         on_round=lambda n: bar.set_postfix(tables=n, refresh=False) or bar.update(1),

@@ -390,10 +390,11 @@ class ExaminerBatch:
 
 
 class _Lockstep:
-  """Per-table solutions in threads over one worker: each push or follow
-  waits until every running solution has asked for one (or finished), then
-  they all run as one request batch (one Warp batch). Other calls go
-  straight through, one at a time."""
+  """Per-table solutions in threads over one worker: each call that steps
+  the physics (push, follow, take) waits until every running solution has
+  made one (or finished), then they all go as one request batch (on Warp,
+  the pushes and follows stepped together, then the takes together). Other
+  calls go straight through, one at a time."""
 
   def __init__(self, conn: Connection, slots: list[int], on_round=None):
     self._conn = conn
@@ -405,7 +406,7 @@ class _Lockstep:
 
   def ask(self, slot: int, op: str, args) -> tuple:
     with self._cond:
-      if op not in ("push", "follow"):
+      if op not in ("push", "follow", "take"):
         self._conn.send([(slot, op, args)])
         return self._conn.recv()[0]
       self._waiting[slot] = (slot, op, args)
@@ -479,9 +480,9 @@ class Exam:
 
   def run_together(self, solve, on_round=None) -> list[str | None]:
     """Run ``solve(examiner)`` for every table at once, one thread per table,
-    their pushes and follows batched (lockstep; for ``engine="warp"`` one
-    Warp batch per round; ``on_round(tables in it)`` after each). Returns
-    each table's error text, or None."""
+    their pushes, follows and takes batched in lockstep (for
+    ``engine="warp"`` one Warp batch per round; ``on_round(requests in it)``
+    after each). Returns each table's error text, or None."""
     if len(self._workers.conns) != 1:
       raise ValueError("run_together needs the tables in one worker")
     slots = [slot for _, slot in self._workers.route]
