@@ -109,7 +109,7 @@ def test_batched_pushes_and_follow_match_the_c_world():
   assert list(batch.pushes_left) == [2, 2, 2, 2]
 
 
-def test_warp_examiner_serves_drawn_tables_like_the_c_one():
+def test_warp_examiner_serves_drawn_tables_like_the_c_one(tmp_path):
   """Two different drawn tables in one Warp batch: the same glasses standing
   in the same places as in the C world (so each table's meshes, masses and
   places reached its own world), the same first look, and the calls."""
@@ -118,7 +118,7 @@ def test_warp_examiner_serves_drawn_tables_like_the_c_one():
   for t in tables:
     world = GlassWorld(t, 3)
     c_looks.append(world.look())
-  with Exam(tables, pushes=1, engine="warp") as exam:
+  with Exam(tables, pushes=1, engine="warp", film=True) as exam:
     looks = exam.batch.look()
     for look, c_look in zip(looks, c_looks, strict=True):
       assert [r["id"] for r in look] == [r["id"] for r in c_look]
@@ -139,6 +139,10 @@ def test_warp_examiner_serves_drawn_tables_like_the_c_one():
       exam.examiners[1].push({"glass": 0})
     assert first not in [r["id"] for r in exam.examiners[0].look()]
     records = exam.records()
+    films = [tmp_path / f"{t}.mp4" for t in tables]
+    frames = exam.write_films(films)
+  # The take's 0.2 s hold at 10 fps; the film files are there.
+  assert frames == [2, 2] and all(f.stat().st_size > 0 for f in films)
   assert [r["engine"] for r in records] == ["warp", "warp"]
   assert list(records[0]["taken"]) == [first]
   assert records[0]["final"][0]["where"] == "rack"
