@@ -6,13 +6,33 @@ from __future__ import annotations
 
 import json
 
+import mujoco
 import numpy as np
 import pytest
+import torch
+import warp as wp
+from test_glass_push import _reachable
 
 from evaluators.glass_push import Exam
-from evaluators.glass_push.tables import Glass
+from evaluators.glass_push.tables import Glass, _draw_table
 from evaluators.glass_push.warp_world import GlassWorldBatch, glass_parts
-from evaluators.glass_push.world import JAM_FORCE, GlassWorld, PhysicsConfig
+from evaluators.glass_push.world import (
+  JAM_FORCE,
+  Friction,
+  GlassWorld,
+  PhysicsConfig,
+)
+
+HIDDEN = (
+  mujoco.MjModel,
+  mujoco.MjData,
+  GlassWorld,
+  GlassWorldBatch,
+  Glass,
+  torch.Tensor,
+  wp.array,
+  np.ndarray,
+)
 
 NOTHING = {
   "blocked": False,
@@ -114,6 +134,9 @@ def test_warp_examiner_serves_drawn_tables_like_the_c_one(tmp_path):
   in the same places as in the C world (so each table's meshes, masses and
   places reached its own world), the same first look, and the calls."""
   tables = [10025, 10026]
+  truth = [g for t in tables for g in _draw_table(t)]
+  secret_floats = {g.mass for g in truth} | {g.x for g in truth}
+  secret_floats |= {g.height for g in truth} | set(vars(Friction()).values())
   c_looks = []
   for t in tables:
     world = GlassWorld(t, 3)
@@ -127,6 +150,14 @@ def test_warp_examiner_serves_drawn_tables_like_the_c_one(tmp_path):
           assert r[key] == rc[key]
         assert abs(r["x"] - rc["x"]) <= 0.0006 and abs(r["y"] - rc["y"]) <= 0.0006
     assert exam.batch.look() != looks  # the second look differs
+    # Nothing hidden reachable from what a solution holds: the clients, and
+    # the examiner a solution gets inside run_together (lockstep).
+    seen = []
+    exam.run_together(lambda examiner: seen.extend(_reachable(examiner.look)))
+    for client in (exam.examiners[0].look, exam.batch.push, *seen):
+      for obj in _reachable(client) if callable(client) else [client]:
+        assert not isinstance(obj, HIDDEN), type(obj)
+        assert not isinstance(obj, float) or obj not in secret_floats
     pictures = exam.batch.top_view()
     assert [p.shape for p in pictures] == [(384, 384, 3)] * 2
     assert pictures[0].dtype == np.uint8 and not np.array_equal(*pictures)
