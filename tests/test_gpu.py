@@ -74,7 +74,7 @@ def test_glass_examiner_batch_on_gpu():
         aim=[g["x"] + 0.02, g["y"]],
       )
       try:
-        parse_push(request, batch.glasses[i], {})
+        parse_push(request, batch.glasses[i], {})  # raises if out of reach
       except ValueError:
         continue
       requests[i] = ("push", request)

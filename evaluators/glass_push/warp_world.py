@@ -721,19 +721,11 @@ class GlassWorldBatch:
     for i, (kind, *args) in requests.items():
       try:
         if kind == "push":
-          glass, start, heading, reach, travel, aim = cw.parse_push(
+          glass, start, heading, reach, travel, aim, clean = cw.parse_push(
             args[0], self.glasses[i], self.taken[i]
           )
           self._begin(i)
           programs[i] = self._push_program(i, start, heading, reach, travel)
-          clean = dict(
-            glass=glass,
-            start=start.tolist(),
-            heading=heading,
-            reach=reach,
-            travel=travel,
-            aim=aim.tolist(),
-          )
           entries[i] = dict(kind="push", request=clean, glass=glass, aim=aim.tolist())
         elif kind == "follow":
           way, glass, aim = cw.parse_follow(*args, self.glasses[i], self.taken[i])

@@ -464,8 +464,9 @@ def glass_index(glasses, taken, glass) -> int:
 
 
 def parse_push(request, glasses, taken):
-  """Check a push request; returns (glass, start, heading, reach, travel, aim)
-  or raises ValueError with the reason."""
+  """Check a push request; returns (glass, start, heading, reach, travel, aim,
+  the request as plain data for the record) or raises ValueError with the
+  reason."""
   if not isinstance(request, dict):
     raise ValueError(f"push() takes a dict, got {type(request).__name__}")
   need = {"glass", "start", "heading", "reach", "travel", "aim"}
@@ -486,7 +487,15 @@ def parse_push(request, glasses, taken):
   check_reach(start, "start")
   u = np.array([math.cos(heading), math.sin(heading)])
   check_reach(start + (reach + travel) * u, "start + (reach+travel)")
-  return glass, start, heading, reach, travel, aim
+  clean = dict(
+    glass=glass,
+    start=start.tolist(),
+    heading=heading,
+    reach=reach,
+    travel=travel,
+    aim=aim.tolist(),
+  )
+  return glass, start, heading, reach, travel, aim, clean
 
 
 def parse_follow(chunk, glass, aim, glasses, taken):
@@ -758,7 +767,7 @@ class GlassWorld:
       ValueError: a malformed request (costs no push).
       BudgetSpent: the budget is used up.
     """
-    glass, start, heading, reach, travel, aim = parse_push(
+    glass, start, heading, reach, travel, aim, clean = parse_push(
       request, self.glasses, self.taken
     )
     u = np.array([math.cos(heading), math.sin(heading), 0.0])
@@ -779,14 +788,6 @@ class GlassWorld:
         self._move(self._cmd - BACK_OFF * u, heading, BACK_OFF_SPEED)
     self._lift()
     report = self._felt(blocked, touched, jammed, pushed)
-    clean = dict(
-      glass=glass,
-      start=start.tolist(),
-      heading=heading,
-      reach=reach,
-      travel=travel,
-      aim=aim.tolist(),
-    )
     return self._end("push", clean, report, glass, aim.tolist())
 
   def follow(self, chunk, glass=None, aim=None) -> dict:
