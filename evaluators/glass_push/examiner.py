@@ -75,10 +75,11 @@ class _Together:
     self.batch = GlassWorldBatch([job[0] for job in jobs], pushes, physics, film)
 
   def answer(self, batch: list[tuple]) -> list[tuple]:
+    slots = [slot for slot, _, _ in batch]
+    if len(set(slots)) != len(slots):
+      raise RuntimeError("one request per table per batch")
     acts = {slot: (op, *args) for slot, op, args in batch if op in ("push", "follow")}
     takes = {slot: args[0] for slot, op, args in batch if op == "take"}
-    if len(acts) + len(takes) > len({slot for slot, _, _ in batch}):
-      raise RuntimeError("one request per table per batch")
     done = {}
     if acts:
       done |= {("act", k): v for k, v in self.batch.act(acts).items()}

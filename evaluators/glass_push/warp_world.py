@@ -27,6 +27,7 @@ import mujoco_warp as mjw
 import numpy as np
 import torch
 import warp as wp
+from mjlab.utils.lab_api.math import axis_angle_from_quat, quat_from_matrix
 
 from assets.ur5_rg2 import ARM_JOINT_NAMES, TCP_SITE_NAME, build_ur5_rg2_spec
 from evaluators.glass_push import world as cw
@@ -197,65 +198,6 @@ def hand_rotations(heading: torch.Tensor) -> torch.Tensor:
   return torch.stack(cols, -1)
 
 
-def rotation_vectors(rot: torch.Tensor) -> torch.Tensor:
-  """Axis times angle of rotation matrices [N, 3, 3] (MuJoCo's mju_mat2Quat
-  then mju_quat2Vel with dt = 1)."""
-  r = rot
-  t = r[:, 0, 0] + r[:, 1, 1] + r[:, 2, 2]
-  # Shepperd: pick the best-conditioned of four formulas per matrix.
-  cand = torch.stack(
-    [
-      torch.stack(
-        [
-          1 + t,
-          r[:, 2, 1] - r[:, 1, 2],
-          r[:, 0, 2] - r[:, 2, 0],
-          r[:, 1, 0] - r[:, 0, 1],
-        ],
-        -1,
-      ),
-      torch.stack(
-        [
-          r[:, 2, 1] - r[:, 1, 2],
-          1 + r[:, 0, 0] - r[:, 1, 1] - r[:, 2, 2],
-          r[:, 0, 1] + r[:, 1, 0],
-          r[:, 0, 2] + r[:, 2, 0],
-        ],
-        -1,
-      ),
-      torch.stack(
-        [
-          r[:, 0, 2] - r[:, 2, 0],
-          r[:, 0, 1] + r[:, 1, 0],
-          1 - r[:, 0, 0] + r[:, 1, 1] - r[:, 2, 2],
-          r[:, 1, 2] + r[:, 2, 1],
-        ],
-        -1,
-      ),
-      torch.stack(
-        [
-          r[:, 1, 0] - r[:, 0, 1],
-          r[:, 0, 2] + r[:, 2, 0],
-          r[:, 1, 2] + r[:, 2, 1],
-          1 - r[:, 0, 0] - r[:, 1, 1] + r[:, 2, 2],
-        ],
-        -1,
-      ),
-    ],
-    1,
-  )  # [N, 4, 4]
-  diag = torch.stack([1 + t, cand[:, 1, 1], cand[:, 2, 2], cand[:, 3, 3]], -1)
-  best = diag.argmax(-1)
-  q = cand[torch.arange(len(r)), best]
-  q = q / q.norm(dim=-1, keepdim=True)
-  axis = q[:, 1:]
-  sin_half = axis.norm(dim=-1)
-  angle = 2 * torch.atan2(sin_half, q[:, 0])
-  angle = torch.where(angle > math.pi, angle - 2 * math.pi, angle)
-  scale = torch.where(sin_half > 0, angle / sin_half.clamp_min(1e-30), 0.0)
-  return axis * scale[:, None]
-
-
 @dataclass
 class _Move:
   """A straight line of the commanded tool point (``GlassWorld._move``)."""
@@ -376,13 +318,12 @@ class GlassWorldBatch:
     self._active = np.zeros(n, bool)
     self._rec: list[tuple[np.ndarray, np.ndarray]] = []
     self._film_qpos: list[np.ndarray] = []
-    self._renderers: dict = {}
-    self._replicas: dict = {}
+    self._renderers: dict[int, cw.PoseRenderer] = {}
     self._phase = np.zeros(n, int)
     self._overflow_total = np.zeros(n, int)
     for _ in range(300):
       self._ik_step()
-    qpos = np.stack([mujoco.MjData(mod).qpos for mod in self.models])
+    qpos = np.stack([mod.qpos0 for mod in self.models])
     qpos[:, self._qadr] = self._qref.cpu().numpy()
     for side in ("left", "right"):
       qpos[:, m.joint(f"{side}_finger_joint").qposadr[0]] = -0.0275
@@ -445,7 +386,9 @@ class GlassWorldBatch:
     heading = torch.as_tensor(self.heading, device=dev)
     rot = self._ksite_xmat[:, self._ksite].double()
     e_p = cmd - self._ksite_xpos[:, self._ksite].double()
-    e_r = rotation_vectors(hand_rotations(heading) @ rot.transpose(1, 2))
+    e_r = axis_angle_from_quat(
+      quat_from_matrix(hand_rotations(heading) @ rot.transpose(1, 2))
+    )
     jac = torch.cat(
       [self._jacp_t[:, :, self._kdof], self._jacr_t[:, :, self._kdof]], 1
     ).double()
@@ -512,8 +455,12 @@ class GlassWorldBatch:
       self._phase[i] = MOVE
     elif isinstance(segment, _Way):
       way = segment.way
-      self._way[i] = way
-      self._wj[i] = 0
+      if len(way) > self._way.shape[1]:
+        grown = np.zeros((self.n, len(way), 4))
+        grown[:, : self._way.shape[1]] = self._way
+        self._way = grown
+      self._way[i, : len(way)] = way
+      self._wlen[i], self._wj[i] = len(way), 0
       self._prev[i] = hand[i]
       self._moved[i] = self._pushed[i] = 0.0
       self._touched[i] = np.nan
@@ -525,7 +472,7 @@ class GlassWorldBatch:
       self._phase[i] = SETTLE
 
   def _begin_waypoint(self, idx: np.ndarray) -> None:
-    rows = np.stack([self._way[i][self._wj[i]] for i in idx])
+    rows = self._way[idx, self._wj[idx]]  # [len(idx), 4]
     self._p0[idx] = self.cmd[idx]
     self._h0[idx] = self.heading[idx]
     self._p1[idx] = rows[:, :3]
@@ -538,8 +485,9 @@ class GlassWorldBatch:
     self._p0, self._p1 = np.zeros((n, 3)), np.zeros((n, 3))
     self._h0, self._dh, self._stop = np.zeros(n), np.zeros(n), np.full(n, math.inf)
     self._n, self._k = np.ones(n, int), np.zeros(n, int)
-    self._way: list[np.ndarray | None] = [None] * n
-    self._wj = np.zeros(n, int)
+    # follow() waypoints per table (padded), their counts, the current one.
+    self._way = np.zeros((n, 1, 4))
+    self._wlen, self._wj = np.zeros(n, int), np.zeros(n, int)
     self._prev = np.zeros((n, 3))
     self._moved, self._pushed = np.zeros(n), np.zeros(n)
     self._touched, self._jammed = np.full(n, np.nan), np.zeros(n, bool)
@@ -567,7 +515,8 @@ class GlassWorldBatch:
       # Settling: every glass slower than the thresholds for 0.1 s.
       st = np.flatnonzero(self._phase == SETTLE)
       if st.size:
-        v = self._qvel[:, self._gv6].double().reshape(n, SLOTS, 6).cpu().numpy()[st]
+        rows = torch.as_tensor(st, device=self.torch_device)
+        v = self._qvel[rows][:, self._gv6].double().reshape(-1, SLOTS, 6).cpu().numpy()
         still = ~np.any(
           (np.linalg.norm(v[:, :, :3], axis=2) > cw.STILL_LIN)
           | (np.linalg.norm(v[:, :, 3:], axis=2) > cw.STILL_ANG),
@@ -592,8 +541,7 @@ class GlassWorldBatch:
         self._touched[touch] = self._moved[touch]
         self._pushed[post] += step[~before]
         self._jammed[post[hit[post]]] = True
-        last = np.array([self._wj[i] + 1 >= len(self._way[i]) for i in at_end])
-        done = self._jammed[at_end] | last
+        done = self._jammed[at_end] | (self._wj[at_end] + 1 >= self._wlen[at_end])
         ended[at_end[done]] = True
         more = at_end[~done]
         if more.size:
@@ -837,30 +785,19 @@ class GlassWorldBatch:
 
   # -- pictures (each table's own C model, never stepped) -----------------------------
 
-  def _render(self, i: int, qpos: np.ndarray, camera: str, size, hide_robot: bool):
-    model = self.models[i]
-    key = (i, camera, size)
-    if key not in self._renderers:
-      self._renderers[key] = mujoco.Renderer(model, height=size[1], width=size[0])
-    if i not in self._replicas:
-      self._replicas[i] = mujoco.MjData(model)
-    rep = self._replicas[i]
-    rep.qpos[:] = qpos
-    mujoco.mj_forward(model, rep)
-    opt = mujoco.MjvOption()
-    if hide_robot:
-      opt.geomgroup[2] = 0
-    renderer = self._renderers[key]
-    renderer.update_scene(rep, camera=camera, scene_option=opt)
-    return renderer.render()
+  def _pictures(self, i: int) -> cw.PoseRenderer:
+    if i not in self._renderers:
+      self._renderers[i] = cw.PoseRenderer(self.models[i])
+    return self._renderers[i]
 
   def top_view(self, i: int) -> np.ndarray:
     qpos = self._qpos[i].double().cpu().numpy()
-    return self._render(i, qpos, "top_view", (384, 384), True)
+    return self._pictures(i).render(qpos, "top_view", (384, 384), True)
 
   def write_film(self, i: int, path: str) -> int:
+    pictures = self._pictures(i)
     frames = [
-      self._render(i, q[i], "film", cw.FILM_SIZE, False) for q in self._film_qpos
+      pictures.render(q[i], "film", cw.FILM_SIZE, False) for q in self._film_qpos
     ]
     cw.write_video(path, frames)
     return len(frames)
@@ -891,6 +828,6 @@ class GlassWorldBatch:
     )
 
   def close(self) -> None:
-    for r in self._renderers.values():
-      r.close()
+    for pictures in self._renderers.values():
+      pictures.close()
     self._renderers.clear()

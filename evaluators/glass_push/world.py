@@ -548,6 +548,39 @@ def write_video(path: str, frames: list[np.ndarray]) -> None:
   mediapy.write_video(path, frames, fps=FILM_FPS)
 
 
+class PoseRenderer:
+  """Pictures of a model's poses, drawn in a replica ``MjData`` that is
+  never stepped (the scored world is the same filmed or not)."""
+
+  def __init__(self, model: mujoco.MjModel):
+    self.model = model
+    self._replica: mujoco.MjData | None = None
+    self._renderers: dict = {}
+
+  def render(self, qpos: np.ndarray, camera: str, size, hide_robot: bool) -> np.ndarray:
+    """RGB uint8 [H, W, 3] of pose ``qpos`` from ``camera`` at ``size`` (W, H);
+    ``hide_robot`` hides geom group 2 (the arm)."""
+    key = (camera, size)
+    if key not in self._renderers:
+      self._renderers[key] = mujoco.Renderer(self.model, height=size[1], width=size[0])
+    if self._replica is None:
+      self._replica = mujoco.MjData(self.model)
+    rep = self._replica
+    rep.qpos[:] = qpos
+    mujoco.mj_forward(self.model, rep)
+    opt = mujoco.MjvOption()
+    if hide_robot:
+      opt.geomgroup[2] = 0
+    renderer = self._renderers[key]
+    renderer.update_scene(rep, camera=camera, scene_option=opt)
+    return renderer.render()
+
+  def close(self) -> None:
+    for r in self._renderers.values():
+      r.close()
+    self._renderers.clear()
+
+
 class GlassWorld:
   """One table: its physics, the push routine, the record (examiner side)."""
 
@@ -604,8 +637,7 @@ class GlassWorld:
     self._rec: list[tuple] = []
     self._peak = 0.0
     self._film_qpos: list[np.ndarray] = []
-    self._renderers: dict = {}
-    self._replica: mujoco.MjData | None = None
+    self._pictures = PoseRenderer(m)
     # Start: hand above the zone centre at the safe height, pointing +x.
     self._qref = np.array(HOME_Q)
     self._heading = 0.0
@@ -884,30 +916,15 @@ class GlassWorld:
 
   # -- pictures -------------------------------------------------------------------
 
-  def _render(self, qpos: np.ndarray, camera: str, size, hide_robot: bool):
-    """Render a pose in a replica MjData that is never stepped."""
-    key = (camera, size)
-    if key not in self._renderers:
-      self._renderers[key] = mujoco.Renderer(self.model, height=size[1], width=size[0])
-    if self._replica is None:
-      self._replica = mujoco.MjData(self.model)
-    rep = self._replica
-    rep.qpos[:] = qpos
-    mujoco.mj_forward(self.model, rep)
-    opt = mujoco.MjvOption()
-    if hide_robot:
-      opt.geomgroup[2] = 0
-    renderer = self._renderers[key]
-    renderer.update_scene(rep, camera=camera, scene_option=opt)
-    return renderer.render()
-
   def top_view(self) -> np.ndarray:
     """384x384x3 uint8 picture from 750 mm above the zone (arm not drawn)."""
-    return self._render(self.data.qpos.copy(), "top_view", (384, 384), True)
+    return self._pictures.render(self.data.qpos.copy(), "top_view", (384, 384), True)
 
   def write_film(self, path: str) -> int:
     """Render the recorded film poses to an mp4; returns the frame count."""
-    frames = [self._render(q, "film", FILM_SIZE, False) for q in self._film_qpos]
+    frames = [
+      self._pictures.render(q, "film", FILM_SIZE, False) for q in self._film_qpos
+    ]
     write_video(path, frames)
     return len(frames)
 
@@ -931,6 +948,4 @@ class GlassWorld:
     )
 
   def close(self) -> None:
-    for r in self._renderers.values():
-      r.close()
-    self._renderers.clear()
+    self._pictures.close()
