@@ -35,7 +35,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import tyro
+from cli_args import (
+  check_at_least,
+  check_device,
+  check_engine,
+  check_new_file,
+  fail,
+  parse,
+)
 
 TASKS = ("CubeTray-UR5-RG2", "GlassPush")
 
@@ -193,10 +200,6 @@ def measure(task: str, engine: str, num_envs: int, steps: int, device: str) -> d
   from mjlab_tasks.common.c_engine import make_env
   from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
 
-  if task not in TASKS:
-    raise SystemExit(
-      f"error: no benchmark controller for task '{task}' (have {TASKS})."
-    )
   # The task's own configuration, with joint-target actions for its expert.
   cfg = cube_tray_env_cfg(arm_action="joint", num_envs=num_envs)
   cfg.seed = 0
@@ -254,20 +257,32 @@ def measure(task: str, engine: str, num_envs: int, steps: int, device: str) -> d
   return row
 
 
+def check_args(args: Args) -> str:
+  """Every flag checked before anything is built: the device."""
+  if args.task not in TASKS:
+    fail(f"--task must be one of {', '.join(TASKS)}, got {args.task!r}.")
+  if not args.engine or not args.num_envs:
+    fail("--engine and --num-envs need at least one value each.")
+  device = check_device(args.device)
+  for engine in args.engine:
+    # The C engine always runs on the CPU here, whatever --device says.
+    check_engine(engine, "cpu" if engine == "mujoco" else device)
+  check_at_least(1, steps=args.steps)
+  for n in args.num_envs:
+    check_at_least(1, num_envs=n)
+  if args.json is not None:
+    check_new_file(args.json, "--json")
+  return device
+
+
 def main(args: Args) -> int:
+  device = check_args(args)
+
   import torch
 
-  from mjlab_tasks.common.runtime import quiet_warp, resolve_device, source_snapshot
+  from mjlab_tasks.common.runtime import quiet_warp, source_snapshot
 
   quiet_warp()
-  if args.steps < 1 or any(n < 1 for n in args.num_envs):
-    raise SystemExit("error: --steps and every --num-envs must be at least 1.")
-  if args.json is not None and args.json.exists():
-    raise SystemExit(f"error: {args.json} already exists; choose a new path.")
-  for engine in args.engine:
-    if engine not in ("mujoco", "warp"):
-      raise SystemExit(f"error: unknown engine '{engine}' (use mujoco and/or warp).")
-  device = resolve_device(args.device)
   rows = []
   for engine in args.engine:
     engine_device = "cpu" if engine == "mujoco" else device
@@ -311,4 +326,4 @@ def main(args: Args) -> int:
 
 
 if __name__ == "__main__":
-  sys.exit(main(tyro.cli(Args)))
+  sys.exit(main(parse(Args)))

@@ -20,7 +20,15 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import tyro
+from cli_args import (
+  check_at_least,
+  check_device,
+  check_engine,
+  check_new_folder,
+  create_folder,
+  fail,
+  parse,
+)
 from tqdm import tqdm
 
 LIFT_STEPS = 20  # 20 x 5 mm = 100 mm.
@@ -46,17 +54,28 @@ class Args:
   """Cube mass [kg] (40 mm cube)."""
 
 
+def check_args(args: Args) -> tuple[str, str]:
+  """Every flag checked before anything is built: (device, engine)."""
+  check_at_least(1, num_envs=args.num_envs)
+  if not args.cube_mass > 0:
+    fail(f"--cube-mass must be positive, got {args.cube_mass}.")
+  device = check_device(args.device)
+  engine = check_engine(args.engine, device)
+  if args.output is not None:
+    check_new_folder(args.output)
+  return device, engine
+
+
 def main(args: Args) -> int:
-  if args.num_envs < 1:
-    raise SystemExit("error: --num-envs must be at least 1.")
-  from mjlab_tasks.common.runtime import create_output_dir, quiet_warp, resolve_device
+  device, engine = check_args(args)
+  out_dir = create_folder(args.output) if args.output is not None else None
+
+  from mjlab_tasks.common.runtime import quiet_warp
 
   quiet_warp()
-  device = resolve_device(args.device)
-  out_dir = create_output_dir(args.output) if args.output is not None else None
 
   from assets.ur5_rg2 import ARM_JOINT_NAMES
-  from mjlab_tasks.common.c_engine import make_env, resolve_engine
+  from mjlab_tasks.common.c_engine import make_env
   from mjlab_tasks.common.kinematics import ArmKinematics, tool_down_rotation
   from mjlab_tasks.common.mdp import physics_health, wrist_force
   from mjlab_tasks.common.scene import ROBOT, cube_entity_cfg, make_robot_env_cfg
@@ -65,7 +84,6 @@ def main(args: Args) -> int:
     entities={"cube": cube_entity_cfg(mass=args.cube_mass)}, num_envs=args.num_envs
   )
   cfg.seed = args.seed
-  engine = resolve_engine(args.engine, device)
   env = make_env(cfg, device=device, engine=engine)
   env.reset()
   robot, cube = env.scene[ROBOT], env.scene["cube"]
@@ -188,4 +206,4 @@ def main(args: Args) -> int:
 
 
 if __name__ == "__main__":
-  sys.exit(main(tyro.cli(Args)))
+  sys.exit(main(parse(Args)))

@@ -27,12 +27,22 @@ from datetime import datetime
 from pathlib import Path
 
 import numpy as np
-import tyro
+from cli_args import (
+  check_at_least,
+  check_device,
+  check_engine,
+  check_new_folder,
+  create_folder,
+  fail,
+  parse,
+)
 from tqdm import tqdm
 
 VIDEO_FPS = 4.0
 TABLE = (0.35, 0.15, 0.6, 0.55)  # Table top drawn in videos: centre, half sizes [m].
 SPEED_OUTLIER = (2.0, 50.0)  # Object linear [m/s] / angular [rad/s] speeds.
+BIN_WIDTH_RANGE = (0.06, 0.4)  # Supported inner bin width and height [m].
+BIN_HEIGHT_RANGE = (0.03, 0.3)
 
 
 @dataclass
@@ -71,24 +81,38 @@ def _summary_counts(counter_list) -> dict:
   return dict(total.most_common())
 
 
-def main(args: Args) -> int:
-  if args.num_envs < 1 or args.objects < 1 or args.max_steps < 1:
-    raise SystemExit("error: --num-envs, --objects and --max-steps must be >= 1.")
-  if not 0 <= args.videos <= args.num_envs:
-    raise SystemExit("error: --videos must be between 0 and --num-envs.")
+def check_args(args: Args) -> tuple[str, str, Path]:
+  """Every flag checked before anything is built: (device, engine, output)."""
+  check_at_least(1, num_envs=args.num_envs, objects=args.objects)
+  check_at_least(1, max_steps=args.max_steps)
+  check_at_least(0, videos=args.videos)
+  if args.videos > args.num_envs:
+    fail(f"--videos {args.videos} is more than --num-envs {args.num_envs}.")
+  # The supported bin (bin_pick_env_cfg checks the same, after importing mjlab).
+  if not BIN_WIDTH_RANGE[0] <= args.bin_width <= BIN_WIDTH_RANGE[1]:
+    fail(
+      f"--bin-width {args.bin_width} m is outside the supported "
+      f"{BIN_WIDTH_RANGE[0]}-{BIN_WIDTH_RANGE[1]} m."
+    )
+  if not BIN_HEIGHT_RANGE[0] <= args.bin_height <= BIN_HEIGHT_RANGE[1]:
+    fail(
+      f"--bin-height {args.bin_height} m is outside the supported "
+      f"{BIN_HEIGHT_RANGE[0]}-{BIN_HEIGHT_RANGE[1]} m."
+    )
+  device = check_device(args.device)
+  engine = check_engine(args.engine, device)
   output = args.output or Path("reports/binpick_expert") / datetime.now().strftime(
     "run-%Y%m%d-%H%M%S"
   )
+  return device, engine, check_new_folder(output)
 
-  from mjlab_tasks.common.runtime import (
-    create_output_dir,
-    quiet_warp,
-    resolve_device,
-    source_snapshot,
-  )
 
-  device = resolve_device(args.device)
-  out_dir = create_output_dir(output)
+def main(args: Args) -> int:
+  device, engine, output = check_args(args)
+  out_dir = create_folder(output)
+
+  from mjlab_tasks.common.runtime import quiet_warp, source_snapshot
+
   quiet_warp()
 
   import torch
@@ -97,7 +121,7 @@ def main(args: Args) -> int:
   from experts.bin_pick.expert import STAGE_NAMES, BinPickExpert, Stage
   from mjlab_tasks.bin_pick import mdp
   from mjlab_tasks.bin_pick.env_cfg import bin_pick_env_cfg, object_bounds, pourer
-  from mjlab_tasks.common.c_engine import make_env, resolve_engine
+  from mjlab_tasks.common.c_engine import make_env
   from mjlab_tasks.common.mdp import max_penetration, physics_health
 
   try:
@@ -118,7 +142,6 @@ def main(args: Args) -> int:
     (args.max_steps + 10) * cfg.decimation * cfg.sim.mujoco.timestep
   )
   cfg.terminations[mdp.CLEARED_TERM].params["terminate"] = False
-  engine = resolve_engine(args.engine, device)
   start = time.perf_counter()
   env = make_env(cfg, device=device, engine=engine)
   env.reset()
@@ -379,4 +402,4 @@ def main(args: Args) -> int:
 
 
 if __name__ == "__main__":
-  sys.exit(main(tyro.cli(Args)))
+  sys.exit(main(parse(Args)))

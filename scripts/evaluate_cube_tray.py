@@ -17,7 +17,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-import tyro
+from cli_args import (
+  check_at_least,
+  check_device,
+  check_engine,
+  check_new_folder,
+  create_folder,
+  fail,
+  parse,
+)
 from tqdm import tqdm
 
 
@@ -45,30 +53,32 @@ class Args:
   """Record mp4 videos of the first N environments (needs --output)."""
 
 
-def main(args: Args) -> int:
-  if args.num_envs < 1:
-    raise SystemExit("error: --num-envs must be at least 1.")
-  episodes = args.num_envs if args.episodes is None else args.episodes
-  if episodes < 1 or args.max_steps < 1:
-    raise SystemExit("error: --episodes and --max-steps must be at least 1.")
-  if not 0 <= args.videos <= args.num_envs:
-    raise SystemExit("error: --videos must be between 0 and --num-envs.")
+def check_args(args: Args) -> tuple[str, str, int]:
+  """Every flag checked before anything is built: (device, engine, episodes)."""
+  check_at_least(1, num_envs=args.num_envs, episodes=args.episodes)
+  check_at_least(1, max_steps=args.max_steps)
+  check_at_least(0, videos=args.videos)
+  if args.videos > args.num_envs:
+    fail(f"--videos {args.videos} is more than --num-envs {args.num_envs}.")
   if args.videos and args.output is None:
-    raise SystemExit("error: --videos needs --output.")
+    fail("--videos needs --output.")
+  device = check_device(args.device)
+  engine = check_engine(args.engine, device)
+  if args.output is not None:
+    check_new_folder(args.output)
+  episodes = args.num_envs if args.episodes is None else args.episodes
+  return device, engine, episodes
 
-  from mjlab_tasks.common.runtime import (
-    create_output_dir,
-    resolve_device,
-    source_snapshot,
-  )
 
-  device = resolve_device(args.device)
-  out_dir = create_output_dir(args.output) if args.output is not None else None
+def main(args: Args) -> int:
+  device, engine, episodes = check_args(args)
+  out_dir = create_folder(args.output) if args.output is not None else None
 
   from evaluators.cube_tray import OUTCOME_NAMES, REASON_NAMES, Outcome, Reason
   from experts.cube_tray import CubeTrayExpert
-  from mjlab_tasks.common.c_engine import make_env, resolve_engine
+  from mjlab_tasks.common.c_engine import make_env
   from mjlab_tasks.common.mdp import physics_health
+  from mjlab_tasks.common.runtime import source_snapshot
   from mjlab_tasks.common.video import PoseReplicaRecorder
   from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
   from mjlab_tasks.cube_tray.mdp import cube_tray_verdict
@@ -78,7 +88,6 @@ def main(args: Args) -> int:
   )
   cfg.seed = args.seed
   cfg.episode_length_s = args.max_steps * cfg.decimation * cfg.sim.mujoco.timestep
-  engine = resolve_engine(args.engine, device)
   env = make_env(cfg, device=device, engine=engine)
   env.reset()
   expert = CubeTrayExpert(env)
@@ -211,4 +220,4 @@ def main(args: Args) -> int:
 
 
 if __name__ == "__main__":
-  sys.exit(main(tyro.cli(Args)))
+  sys.exit(main(parse(Args)))

@@ -22,6 +22,7 @@ folder:
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-import tyro
+from cli_args import check_at_least, check_new_folder, create_folder, fail, parse
 
 
 @dataclass
@@ -61,20 +62,18 @@ def parse_tables(text: str) -> list[int]:
   """``"A-B"`` (inclusive) or ``"A"`` to a list of table numbers."""
   from evaluators.glass_push.tables import EVALUATION_TABLES, TRAINING_TABLES
 
-  try:
-    if "-" in text:
-      a, b = (int(p) for p in text.split("-", 1))
-    else:
-      a = b = int(text)
-  except ValueError:
-    raise SystemExit(f"error: --tables must be A-B or A, got {text!r}.") from None
+  match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", text)
+  if match is None:
+    fail(f"--tables must be A-B or A (table numbers), got {text!r}.")
+  a = int(match.group(1))
+  b = a if match.group(2) is None else int(match.group(2))
   if b < a:
-    raise SystemExit(f"error: --tables {text}: the range is empty (B < A).")
+    fail(f"--tables {text}: the range is empty (B < A).")
   for t in (a, b):
     if t not in TRAINING_TABLES and t not in EVALUATION_TABLES:
-      raise SystemExit(
-        f"error: table {t} is outside the training (0-9999) and evaluation "
-        "(10000-19999) ranges."
+      fail(
+        f"--tables {text}: table {t} is outside the training (0-9999) and "
+        "evaluation (10000-19999) ranges."
       )
   return list(range(a, b + 1))
 
@@ -151,18 +150,23 @@ def write_table(record: dict, error: str | None, out: Path, wall_s: float) -> di
   return row
 
 
+def check_args(args: Args) -> list[int]:
+  """Every flag checked before anything is built: the table numbers."""
+  tables = parse_tables(args.tables)
+  check_at_least(1, pushes=args.pushes, jobs=args.jobs)
+  check_new_folder(args.output)
+  return tables
+
+
 def main(args: Args) -> int:
+  tables = check_args(args)
+  out = create_folder(args.output)
+
   from tqdm import tqdm
 
   from evaluators.glass_push.scoring import markdown, summarize
-  from mjlab_tasks.common.runtime import create_output_dir, source_snapshot
+  from mjlab_tasks.common.runtime import source_snapshot
 
-  tables = parse_tables(args.tables)
-  if args.pushes < 1:
-    raise SystemExit("error: --pushes must be at least 1.")
-  if args.jobs < 1:
-    raise SystemExit("error: --jobs must be at least 1.")
-  out = create_output_dir(args.output)
   for sub in ("tables", "demos") + (("films",) if args.film else ()):
     (out / sub).mkdir()
   rows = []
@@ -204,4 +208,4 @@ def main(args: Args) -> int:
 
 
 if __name__ == "__main__":
-  sys.exit(main(tyro.cli(Args)))
+  sys.exit(main(parse(Args)))

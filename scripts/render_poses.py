@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import tyro
+from cli_args import check_file, check_new_folder, create_folder, fail, parse
 
 
 @dataclass
@@ -26,21 +26,25 @@ class Args:
   and backgrounds are the ones the run recorded with."""
 
 
+def check_args(args: Args) -> None:
+  """Every flag checked before anything is rendered."""
+  check_file(args.poses, "--poses")
+  model = args.poses.with_suffix(".mjb")
+  if not model.is_file():
+    fail(f"--poses {args.poses}: its model {model.name} is not beside it.")
+  check_new_folder(args.output)
+
+
 def main(args: Args) -> int:
-  from mjlab_tasks.common.runtime import create_output_dir
+  check_args(args)
+  out_dir = create_folder(args.output)
+
   from mjlab_tasks.common.video import render_pose_file
 
-  if not args.poses.is_file():
-    raise SystemExit(f"error: {args.poses} not found.")
-  if not args.poses.with_suffix(".mjb").is_file():
-    raise SystemExit(
-      f"error: model {args.poses.with_suffix('.mjb')} not found beside the poses."
-    )
-  out_dir = create_output_dir(args.output)
   for path in render_pose_file(args.poses, out_dir):
     print(f"wrote {path}")
   return 0
 
 
 if __name__ == "__main__":
-  sys.exit(main(tyro.cli(Args)))
+  sys.exit(main(parse(Args)))

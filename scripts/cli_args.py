@@ -1,0 +1,175 @@
+"""Argument parsing and up-front checks that every command-line tool shares.
+
+A tool turns any bad flag value into one line on stderr (``error: ...``) and a
+non-zero exit, before it builds anything heavy:
+
+- ``parse(Args)`` runs tyro and condenses tyro's boxed parse errors (a value
+  of the wrong type, an unknown choice or option, a missing required option)
+  to one line;
+- ``fail(message)`` reports a value the tool rejects itself;
+- ``check_*`` validate the flags the tools share (counts, device, engine,
+  output paths) without importing mjlab, MuJoCo Warp or the tasks.
+
+Lives beside the tools (``scripts/``), which import it by name: Python puts a
+script's own folder first on ``sys.path``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal, NoReturn, TypeVar
+
+import tyro
+
+T = TypeVar("T")
+Engine = Literal["warp", "mujoco"]
+
+_BOX_BORDER = re.compile(r"^[\s│╭╰╮╯]*|[\s│╭╰╮╯]*$")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_RULE = re.compile(r"[─-]{3,}")
+
+
+def fail(message: str) -> NoReturn:
+  """One line ``error: message`` on stderr, exit status 2 (a usage error)."""
+  print(f"error: {message}", file=sys.stderr, flush=True)
+  raise SystemExit(2)
+
+
+def condense_tyro_error(text: str) -> str:
+  """tyro's boxed error message as one line: its first paragraph.
+
+  tyro draws a titled box (UTF-8 lines, or plain dashes when stdout is not
+  UTF-8) whose paragraphs are separated by rules.
+  """
+  title = None
+  paragraphs: list[list[str]] = [[]]
+  for raw in text.splitlines():
+    line = _ANSI.sub("", raw).strip()
+    if line.startswith("╭"):
+      title = line.strip("╭╮─ ")
+      continue
+    content = _BOX_BORDER.sub("", line)
+    if not content or line.startswith("╰"):
+      continue
+    if _RULE.fullmatch(content):
+      paragraphs.append([])
+    else:
+      paragraphs[-1].append(content)
+  paragraphs = [p for p in paragraphs if p]
+  if title is None and len(paragraphs) > 1 and len(paragraphs[0]) == 1:
+    title = paragraphs.pop(0)[0]  # Plain box: the title line, then a rule.
+  body = paragraphs[0] if paragraphs else []
+  if title == "Required options":
+    flags = [line.split()[0] for line in body if line.startswith("-")]
+    return "missing required option(s) " + ", ".join(flags) + " (see --help)"
+  message = " ".join(body) or title or "invalid arguments (see --help)"
+  return re.sub(r"\s+", " ", message)
+
+
+def parse(args_type: type[T], argv: Sequence[str] | None = None) -> T:
+  """``tyro.cli(args_type)``, with any parse error as one line on stderr."""
+  captured = io.StringIO()
+  try:
+    with contextlib.redirect_stderr(captured):
+      return tyro.cli(args_type, args=argv)
+  except SystemExit as exit_:
+    if exit_.code in (0, None):  # --help (printed on stdout).
+      sys.stderr.write(captured.getvalue())
+      raise
+    fail(condense_tyro_error(captured.getvalue()))
+
+
+def check_at_least(minimum: float, **values: float | None) -> None:
+  """Each named value (flag names with underscores) must be >= minimum."""
+  for name, value in values.items():
+    if value is not None and value < minimum:
+      fail(f"--{name.replace('_', '-')} must be at least {minimum}, got {value}.")
+
+
+def check_device(device: str | None) -> str:
+  """The device to use: cpu or cuda[:N] (an existing CUDA device).
+
+  ``None`` means cuda:0 when CUDA is available, else cpu. Imports torch only.
+  """
+  import torch
+
+  if device is None:
+    return "cuda:0" if torch.cuda.is_available() else "cpu"
+  match = re.fullmatch(r"cuda(?::(\d+))?", device)
+  if device != "cpu" and match is None:
+    fail(f"--device must be cpu, cuda or cuda:N, got {device!r}.")
+  if match is not None:
+    if not torch.cuda.is_available():
+      fail(f"--device {device}: CUDA is not available on this machine (use cpu).")
+    index = int(match.group(1) or 0)
+    count = torch.cuda.device_count()
+    if index >= count:
+      fail(f"--device {device}: this machine has {count} CUDA device(s).")
+    device = f"cuda:{index}"
+  return device
+
+
+def check_engine(engine: str | None, device: str) -> Engine:
+  """The engine: warp or mujoco (C MuJoCo, CPU only); default warp on CUDA."""
+  if engine is None:
+    return "warp" if device.startswith("cuda") else "mujoco"
+  if engine not in ("warp", "mujoco"):
+    fail(f"--engine must be warp or mujoco, got {engine!r}.")
+  if engine == "mujoco" and device != "cpu":
+    fail(f"--engine mujoco runs on the CPU; got --device {device} (use --device cpu).")
+  return engine  # type: ignore[return-value]
+
+
+def _check_creatable(path: Path, flag: str) -> None:
+  """The nearest existing folder above ``path`` is a writable folder."""
+  parent = path.absolute().parent
+  while not parent.exists():
+    parent = parent.parent
+  if not parent.is_dir():
+    fail(f"{flag} {path}: {parent} is not a folder.")
+  if not os.access(parent, os.W_OK | os.X_OK):
+    fail(f"{flag} {path}: cannot write in {parent}.")
+
+
+def check_new_folder(path: Path, flag: str = "--output") -> Path:
+  """An output folder that does not exist yet and can be created."""
+  if path.exists() or path.is_symlink():
+    fail(
+      f"{flag} {path} already exists; choose a new folder (no run overwrites another)."
+    )
+  _check_creatable(path, flag)
+  return path
+
+
+def check_new_file(path: Path, flag: str) -> Path:
+  """An output file that does not exist yet and can be created."""
+  if path.exists() or path.is_symlink():
+    fail(f"{flag} {path} already exists; choose a new path.")
+  _check_creatable(path, flag)
+  return path
+
+
+def check_file(path: Path, flag: str) -> Path:
+  """An input file that exists and is readable."""
+  if not path.exists():
+    fail(f"{flag} {path}: no such file.")
+  if not path.is_file():
+    fail(f"{flag} {path} is not a file.")
+  if not os.access(path, os.R_OK):
+    fail(f"{flag} {path}: not readable.")
+  return path
+
+
+def create_folder(path: Path, flag: str = "--output") -> Path:
+  """Create a checked output folder; an OS refusal is one line too."""
+  try:
+    path.mkdir(parents=True)
+  except OSError as err:
+    fail(f"{flag} {path}: cannot create it ({err.strerror or err}).")
+  return path

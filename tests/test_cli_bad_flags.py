@@ -1,0 +1,232 @@
+"""Every command-line tool turns every bad flag value into one line and an error exit.
+
+Each tool's own parsing and up-front checks (``parse`` then ``check_args``)
+run in-process over a table of bad values, before anything heavy is built;
+a few real runs per tool as separate processes prove the same end to end
+(interpreter, imports and warnings included): exactly one stderr line,
+non-zero exit, no traceback.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+from script_runner import ROOT, run_script
+
+SCRIPTS = ROOT / "scripts"
+sys.path.insert(0, str(SCRIPTS))  # The tools import cli_args from their folder.
+
+import cli_args  # noqa: E402
+
+HELPERS = {"cli_args.py"}  # Modules in scripts/ that are not tools.
+
+# Placeholders filled per test: {dir} an existing folder, {file} an existing
+# regular file, {new} a path that does not exist yet, {poses} a poses file
+# with its model beside it.
+BASE = {
+  "evaluate_cube_tray.py": ["--output", "{new}"],
+  "check_robot.py": ["--output", "{new}"],
+  "evaluate_binpick.py": ["--output", "{new}"],
+  "glass_push_exam.py": ["--solution", "nudge", "--tables", "10000-10001"]
+  + ["--output", "{new}"],
+  "benchmark.py": ["--json", "{new}.json"],
+  "render_poses.py": ["--poses", "{poses}", "--output", "{new}"],
+}
+COMMON = [  # Every environment tool (num-envs, device, engine, output).
+  ["--engine", "bullet"],
+  ["--device", "cuda:7"],
+  ["--device", "tpu"],
+  ["--engine", "mujoco", "--device", "cuda:0"],
+  ["--num-envs", "0"],
+  ["--num-envs", "-1"],
+  ["--num-envs", "abc"],
+  ["--output", "{dir}"],
+  ["--output", "{file}/run"],
+  ["--no-such-flag", "1"],
+]
+BAD = {
+  "evaluate_cube_tray.py": COMMON
+  + [
+    ["--episodes", "0"],
+    ["--episodes", "-3"],
+    ["--max-steps", "0"],
+    ["--videos", "-1"],
+    ["--videos", "5"],  # More than --num-envs 4.
+    ["--seed", "1.5"],
+  ],
+  "check_robot.py": COMMON + [["--cube-mass", "0"], ["--cube-mass", "-0.05"]],
+  "evaluate_binpick.py": COMMON
+  + [
+    ["--objects", "-1"],
+    ["--objects", "0"],
+    ["--max-steps", "0"],
+    ["--bin-width", "-0.1"],
+    ["--bin-width", "0.01"],
+    ["--bin-height", "1.0"],
+    ["--bin-height", "nan"],
+    ["--videos", "9"],
+  ],
+  "glass_push_exam.py": [
+    ["--tables", "5-2"],
+    ["--tables", "abc"],
+    ["--tables", "1-"],
+    ["--tables", "20000-20001"],
+    ["--pushes", "0"],
+    ["--jobs", "0"],
+    ["--solution", "magic"],
+    ["--engine", "bullet"],
+    ["--output", "{dir}"],
+    ["--output", "{file}/run"],
+  ],
+  "benchmark.py": [
+    ["--task", "NoSuchTask"],
+    ["--engine", "bullet"],
+    ["--engine", "mujoco", "bullet"],
+    ["--device", "cuda:7"],
+    ["--num-envs", "0"],
+    ["--num-envs", "4", "-1"],
+    ["--steps", "0"],
+    ["--json", "{dir}"],
+    ["--json", "{file}/bench.json"],
+  ],
+  "render_poses.py": [
+    ["--poses", "{new}.npz"],
+    ["--poses", "{dir}"],
+    ["--poses", "{file}"],  # No model (.mjb) beside it.
+    ["--output", "{dir}"],
+    ["--output", "{file}/run"],
+  ],
+}
+# Left out: a flag missing its required partner.
+MISSING = {
+  "glass_push_exam.py": ["--solution", "nudge", "--output", "{new}"],
+  "render_poses.py": ["--output", "{new}"],
+}
+
+
+def load_tool(script: str):
+  """The tool's module (its ``__main__`` block not run)."""
+  name = f"suite_tool_{Path(script).stem}"
+  if name not in sys.modules:
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / script)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses resolve annotations through it
+    spec.loader.exec_module(module)
+  return sys.modules[name]
+
+
+@pytest.fixture
+def paths(tmp_path) -> dict[str, str]:
+  (tmp_path / "existing").mkdir()
+  (tmp_path / "plain.txt").write_text("a file, not a folder")
+  (tmp_path / "run.npz").write_bytes(b"")
+  (tmp_path / "run.mjb").write_bytes(b"")
+  return {
+    "dir": str(tmp_path / "existing"),
+    "file": str(tmp_path / "plain.txt"),
+    "new": str(tmp_path / "new"),
+    "poses": str(tmp_path / "run.npz"),
+  }
+
+
+def argv_for(script: str, bad: list[str], paths: dict[str, str]) -> list[str]:
+  """The tool's valid base arguments, then the bad ones (the last value wins)."""
+  return [a.format(**paths) for a in BASE[script] + bad]
+
+
+def one_error_line(stderr: str) -> str:
+  lines = [line for line in stderr.splitlines() if line.strip()]
+  assert "Traceback" not in stderr, stderr
+  assert len(lines) == 1, stderr
+  return lines[0]
+
+
+def test_every_tool_is_covered():
+  tools = {p.name for p in SCRIPTS.glob("*.py")} - HELPERS
+  assert tools == set(BAD), "add the new tool's bad values to BAD and BASE"
+  for script in sorted(tools):
+    text = (SCRIPTS / script).read_text()
+    assert "parse(Args)" in text and "def check_args(" in text, script
+
+
+@pytest.mark.parametrize("script", sorted(BASE))
+def test_valid_arguments_pass_the_checks(script, paths, capsys):
+  """The base arguments are valid: a refusal below is the bad value's doing."""
+  tool = load_tool(script)
+  argv = argv_for(script, [], paths)
+  if "device" in tool.Args.__dataclass_fields__:
+    argv += ["--device", "cpu"]
+  tool.check_args(cli_args.parse(tool.Args, argv))
+  assert capsys.readouterr().err == ""
+  assert not Path(paths["new"]).exists()  # Checks create nothing.
+
+
+@pytest.mark.parametrize("script", sorted(BAD))
+def test_bad_values_give_one_line(script, paths, capsys):
+  tool = load_tool(script)
+  cases = [(argv_for(script, bad, paths), bad) for bad in BAD[script]]
+  if script in MISSING:
+    cases.append(([a.format(**paths) for a in MISSING[script]], ["missing"]))
+  for argv, bad in cases:
+    with pytest.raises(SystemExit) as exit_:
+      tool.check_args(cli_args.parse(tool.Args, argv))
+    assert exit_.value.code not in (0, None), argv
+    line = one_error_line(capsys.readouterr().err)
+    assert line.startswith("error: "), (argv, line)
+    # The line names what was wrong: one of the bad flags.
+    assert any(a in line for a in bad if a.startswith("-") or a == "missing"), line
+  assert not Path(paths["new"]).exists()
+
+
+def test_create_folder_refusal_is_one_line(paths, capsys):
+  with pytest.raises(SystemExit) as exit_:
+    cli_args.create_folder(Path(paths["file"]) / "run")
+  assert exit_.value.code != 0
+  assert "cannot create" in one_error_line(capsys.readouterr().err)
+
+
+def test_condensed_tyro_errors():
+  plain = (  # As tyro draws it when stdout is not UTF-8.
+    " Required options \n ---------------- \n  Missing from x.py:  \n"
+    "      --poses PATH  \n          The run's poses. (required)  \n"
+    "      --output PATH  \n  ----------------\n  For full helptext, run x.py --help\n"
+  )
+  assert cli_args.condense_tyro_error(plain) == (
+    "missing required option(s) --poses, --output (see --help)"
+  )
+  box = (
+    "╭─ Invalid choice ──────────────────────────────╮\n"
+    "│ invalid choice 'foo' for argument '--solution'. │\n"
+    "│ Expected one of ('nudge',                      │\n"
+    "│ 'geometric').                                  │\n"
+    "│ ────────────────────────────────────────────── │\n"
+    "│ For full helptext, run x.py --help             │\n"
+    "╰────────────────────────────────────────────────╯\n"
+  )
+  assert cli_args.condense_tyro_error(box) == (
+    "invalid choice 'foo' for argument '--solution'. Expected one of "
+    "('nudge', 'geometric')."
+  )
+
+
+# One real process per tool: the whole stderr, imports and warnings included.
+REAL_RUNS = {
+  "evaluate_cube_tray.py": ["--engine", "bullet"],
+  "check_robot.py": ["--device", "cuda:7"],
+  "evaluate_binpick.py": ["--bin-width", "-0.1"],
+  "glass_push_exam.py": ["--tables", "5-2"],
+  "benchmark.py": ["--num-envs", "0"],
+  "render_poses.py": ["--output", "{dir}"],
+}
+
+
+@pytest.mark.parametrize("script", sorted(REAL_RUNS))
+def test_real_run_prints_one_line(script, paths):
+  out = run_script(script, *argv_for(script, REAL_RUNS[script], paths), timeout=120)
+  assert out.returncode != 0
+  assert one_error_line(out.stderr).startswith("error: ")
+  assert out.stdout == ""
+  assert not Path(paths["new"]).exists()
