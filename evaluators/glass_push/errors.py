@@ -9,3 +9,8 @@ class BudgetSpent(RuntimeError):
 
 class ExaminerClosed(RuntimeError):
   """A call on an examiner whose run has been closed."""
+
+
+class NoOffscreenGL(RuntimeError):
+  """top_view()/films need offscreen OpenGL and the examiner's worker has none
+  (no display, and the MUJOCO_GL backend's library cannot make a context)."""

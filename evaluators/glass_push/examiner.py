@@ -4,9 +4,12 @@ The physics runs in worker processes (``multiprocessing``, spawn). A
 solution holds an ``Examiner`` (one table) or an ``ExaminerBatch`` (many
 tables): thin clients whose only state is a pipe end, the table number and
 the budget; every call sends a request and returns plain Python data. The
-true poses, shapes, masses and friction stay in the worker; the runner that
-scores a run reads them through a separate pipe that the client never holds
-(``Exam``). See docs/glass_push.md.
+true poses, shapes, masses and friction stay in the worker. Each worker
+also has an admin pipe, told at its start which private requests it serves:
+for an ``Exam`` (the runner, who scores) the record and the films; for a
+directly built ``Examiner`` or ``ExaminerBatch`` none (only closing); for a
+``TrainingExaminer`` the truth, which the worker itself refuses for
+evaluation tables. See docs/glass_push.md.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from multiprocessing.connection import Connection, wait
 
 import numpy as np
 
-from evaluators.glass_push.errors import BudgetSpent, ExaminerClosed
+from evaluators.glass_push.errors import BudgetSpent, ExaminerClosed, NoOffscreenGL
 from evaluators.glass_push.tables import TRAINING_TABLES, is_training_table
 
 ENGINES = ("mujoco", "warp")
@@ -27,8 +30,13 @@ _ERRORS = {
   "TypeError": TypeError,
   "PermissionError": PermissionError,
   "BudgetSpent": BudgetSpent,
+  "NoOffscreenGL": NoOffscreenGL,
   "RuntimeError": RuntimeError,
 }
+# Requests the solution's pipe serves; the admin pipe serves only the private
+# ones its worker was started with (a subset of PRIVATE) and "close".
+PUBLIC = frozenset({"look", "top_view", "push", "follow", "take", "refuse"})
+PRIVATE = frozenset({"record", "write_film", "truth"})
 
 
 def _reply(fn, *args) -> tuple:
@@ -99,16 +107,37 @@ class _Together:
     self.batch.close()
 
 
-def _serve(conn: Connection, admin: Connection, jobs: list[tuple], engine: str) -> None:
-  """Worker process: owns the worlds, answers requests until closed."""
+def _serve(
+  conn: Connection,
+  admin: Connection,
+  jobs: list[tuple],
+  engine: str,
+  admin_ops: frozenset,
+) -> None:
+  """Worker process: owns the worlds, answers requests until closed.
+
+  ``conn`` (the solution's) serves ``PUBLIC``; ``admin`` serves ``admin_ops``
+  and "close". "truth" is refused for every evaluation table.
+  """
   try:
     worlds = (_Together if engine == "warp" else _OneByOne)(jobs)
   except Exception as err:  # noqa: BLE001 - reported to the client
     conn.send([("error", type(err).__name__, str(err))])
     return
   conn.send([("ok", None)])
-  public = {"look", "top_view", "push", "follow", "take", "refuse"}
-  private = {"record", "write_film", "truth"}
+  admin_ops = frozenset(admin_ops) & PRIVATE
+
+  def refusal(slot, op, allowed):
+    if op not in allowed:
+      return ("error", "ValueError", f"unknown request {op!r}")
+    if op == "truth" and not is_training_table(jobs[slot][0]):
+      return (
+        "error",
+        "PermissionError",
+        f"table {jobs[slot][0]} is an evaluation table: its truth is never handed out",
+      )
+    return None
+
   live = {conn, admin}
   while live:
     for c in wait(list(live)):
@@ -117,23 +146,25 @@ def _serve(conn: Connection, admin: Connection, jobs: list[tuple], engine: str) 
       except EOFError:
         live.discard(c)
         continue
-      if batch == "close":
+      if c is admin and batch == "close":
         worlds.close()
         c.send("closed")
         return
-      allowed = public if c is conn else private | public
-      refused = [op not in allowed for _, op, _ in batch]
-      asked = [r for r, no in zip(batch, refused, strict=True) if not no]
       try:
-        answers = iter(worlds.answer(asked))
+        batch = [(int(slot), str(op), tuple(args)) for slot, op, args in batch]
+        if not batch or any(not 0 <= slot < len(jobs) for slot, _, _ in batch):
+          raise ValueError
+      except Exception:  # noqa: BLE001 - anything else is not a request
+        c.send([("error", "ValueError", "malformed request")])
+        continue
+      allowed = PUBLIC if c is conn else admin_ops
+      refused = [refusal(slot, op, allowed) for slot, op, _ in batch]
+      asked = [r for r, no in zip(batch, refused, strict=True) if no is None]
+      try:
+        answers = iter(worlds.answer(asked) if asked else [])
       except Exception as err:  # noqa: BLE001 - reported to the client
         answers = iter([("error", type(err).__name__, str(err))] * len(asked))
-      c.send(
-        [
-          ("error", "ValueError", f"unknown request {op!r}") if no else next(answers)
-          for (_, op, _), no in zip(batch, refused, strict=True)
-        ]
-      )
+      c.send([next(answers) if no is None else no for no in refused])
 
 
 def _raise(reply, table: int):
@@ -144,7 +175,9 @@ def _raise(reply, table: int):
 class _Workers:
   """Worker processes holding a list of tables (examiner side)."""
 
-  def __init__(self, tables, pushes, film, physics, workers, engine="mujoco"):
+  def __init__(
+    self, tables, pushes, film, physics, workers, engine="mujoco", admin_ops=()
+  ):
     if engine not in ENGINES:
       raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
     ctx = mp.get_context("spawn")
@@ -160,7 +193,7 @@ class _Workers:
       jobs = [(tables[i], pushes, physics, film) for i in group]
       proc = ctx.Process(
         target=_serve,
-        args=(child, child_admin, jobs, engine),
+        args=(child, child_admin, jobs, engine, frozenset(admin_ops)),
         daemon=True,
         name=f"glass-examiner-{w}",
       )
@@ -249,9 +282,12 @@ class Examiner:
   """
 
   __slots__ = ("_conn", "_slot", "_owner", "table", "pushes")
+  _ADMIN_OPS: tuple[str, ...] = ()  # private requests its worker serves
 
   def __init__(self, table: int, pushes: int = 15, engine: str = "mujoco"):
-    self._owner = _Workers([table], pushes, False, None, 1, engine)
+    self._owner = _Workers(
+      [table], pushes, False, None, 1, engine, admin_ops=self._ADMIN_OPS
+    )
     self._conn = self._owner.conns[0]
     self._slot = 0
     self.table = int(table)
@@ -471,7 +507,15 @@ class Exam:
   ):
     self.tables = [int(t) for t in tables]
     self.pushes = int(pushes)
-    self._workers = _Workers(self.tables, pushes, film, physics, workers, engine)
+    self._workers = _Workers(
+      self.tables,
+      pushes,
+      film,
+      physics,
+      workers,
+      engine,
+      admin_ops=("record", "write_film"),
+    )
     w = self._workers
     self.examiners = [
       Examiner._attach(w.conns[wi], slot, t, self.pushes)
@@ -540,6 +584,7 @@ class TrainingExaminer(Examiner):
   """
 
   __slots__ = ()
+  _ADMIN_OPS = ("truth",)  # the worker refuses it for evaluation tables too
 
   def __init__(self, table: int, pushes: int = 15, engine: str = "mujoco"):
     if not is_training_table(table):

@@ -32,6 +32,7 @@ from mjlab.utils.lab_api.math import axis_angle_from_quat, quat_from_matrix
 from assets.ur5_rg2 import ARM_JOINT_NAMES, TCP_SITE_NAME, build_ur5_rg2_spec
 from evaluators.glass_push import world as cw
 from evaluators.glass_push.errors import BudgetSpent
+from evaluators.glass_push.felt import felt_distances
 from evaluators.glass_push.hand import LOWEST_TCP_Z, PAD_HALF_Z
 from evaluators.glass_push.tables import MAX_GLASSES, TABLE_HEIGHT, Glass
 
@@ -460,10 +461,13 @@ class GlassWorldBatch:
         grown[:, : self._way.shape[1]] = self._way
         self._way = grown
       self._way[i, : len(way)] = way
+      if len(way) + 1 > self._seen.shape[1]:
+        grown = np.zeros((self.n, len(way) + 1, 3))
+        grown[:, : self._seen.shape[1]] = self._seen
+        self._seen = grown
       self._wlen[i], self._wj[i] = len(way), 0
-      self._prev[i] = hand[i]
-      self._moved[i] = self._pushed[i] = 0.0
-      self._touched[i] = np.nan
+      self._seen[i, 0], self._nseen[i] = hand[i], 1
+      self._touch[i] = -1
       self._jammed[i] = False
       self._begin_waypoint(np.array([i]))
       self._phase[i] = WAY
@@ -488,9 +492,12 @@ class GlassWorldBatch:
     # follow() waypoints per table (padded), their counts, the current one.
     self._way = np.zeros((n, 1, 4))
     self._wlen, self._wj = np.zeros(n, int), np.zeros(n, int)
-    self._prev = np.zeros((n, 3))
-    self._moved, self._pushed = np.zeros(n), np.zeros(n)
-    self._touched, self._jammed = np.full(n, np.nan), np.zeros(n, bool)
+    # Tool points at each follow's start and every waypoint's end (or where
+    # a force cut it short), their counts, which one is the touch (-1: none
+    # yet) and the heading there: felt_distances measures the report on them.
+    self._seen, self._nseen = np.zeros((n, 2, 3)), np.zeros(n, int)
+    self._touch, self._touch_heading = np.full(n, -1), np.zeros(n)
+    self._jammed = np.zeros(n, bool)
     self._still, self._settled = np.zeros(n, int), np.zeros(n, int)
     results: dict[int, object] = {}
     hand = self.hand_positions()
@@ -527,19 +534,18 @@ class GlassWorldBatch:
         ended[st] = (self._still[st] >= 50) | (self._settled[st] >= settle_max)
       # The waypoint loop (GlassWorld.follow): bookkeeping at each waypoint's end.
       wy = self._phase == WAY
-      threshold = np.where(np.isnan(self._touched), cw.TOUCH_FORCE, cw.JAM_FORCE)
+      threshold = np.where(self._touch < 0, cw.TOUCH_FORCE, cw.JAM_FORCE)
       hit = wy & (force > threshold)
       at_end = np.flatnonzero(wy & (hit | (self._k >= self._n)))
       if at_end.size:
         hand = self.hand_positions()
-        step = np.linalg.norm(hand[at_end] - self._prev[at_end], axis=1)
-        self._prev[at_end] = hand[at_end]
-        before = np.isnan(self._touched[at_end])
-        pre, post = at_end[before], at_end[~before]
-        self._moved[pre] += step[before]
-        touch = pre[hit[pre]]
-        self._touched[touch] = self._moved[touch]
-        self._pushed[post] += step[~before]
+        before = self._touch[at_end] < 0
+        self._seen[at_end, self._nseen[at_end]] = hand[at_end]
+        self._nseen[at_end] += 1
+        touch = at_end[before & hit[at_end]]
+        self._touch[touch] = self._nseen[touch] - 1
+        self._touch_heading[touch] = self.heading[touch]
+        post = at_end[~before]
         self._jammed[post[hit[post]]] = True
         done = self._jammed[at_end] | (self._wj[at_end] + 1 >= self._wlen[at_end])
         ended[at_end[done]] = True
@@ -555,8 +561,12 @@ class GlassWorldBatch:
         if self._phase[i] == MOVE:
           sent = bool(stopped[i])
         elif self._phase[i] == WAY:
-          touched = None if np.isnan(self._touched[i]) else float(self._touched[i])
-          sent = (touched, bool(self._jammed[i]), float(self._pushed[i]))
+          touched, pushed = felt_distances(
+            self._seen[i, : self._nseen[i]],
+            None if self._touch[i] < 0 else int(self._touch[i]),
+            float(self._touch_heading[i]),
+          )
+          sent = (touched, bool(self._jammed[i]), pushed)
         else:
           sent = None
         self._phase[i] = IDLE
@@ -594,11 +604,13 @@ class GlassWorldBatch:
       p_feel = self.hand_positions()[i]
       if (yield _Move(self.cmd[i] + reach * u, heading, cw.FEEL_SPEED, cw.TOUCH_FORCE)):
         p_touch = self.hand_positions()[i]
-        touched = float((p_touch - p_feel) @ u)
         jammed = yield _Move(
           self.cmd[i] + travel * u, heading, cw.PUSH_SPEED, cw.JAM_FORCE
         )
-        pushed = float((self.hand_positions()[i] - p_touch) @ u)
+        # GlassWorld.push's rule, the same function.
+        touched, pushed = felt_distances(
+          [p_feel, p_touch, self.hand_positions()[i]], 1, heading
+        )
         yield _Move(self.cmd[i] - cw.BACK_OFF * u, heading, cw.BACK_OFF_SPEED)
     yield from self._lift(i)
     yield _Settle()

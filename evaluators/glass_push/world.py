@@ -8,6 +8,7 @@ only through the client's requests. See docs/glass_push.md for the contract.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 import mujoco
@@ -16,7 +17,8 @@ import numpy as np
 from assets.ur5_rg2 import ARM_JOINT_NAMES, TCP_SITE_NAME, build_ur5_rg2_spec
 from assets.ur5_rg2.model import ARM_JOINT_EFFORT_LIMIT, HAND_BODY_NAME
 from evaluators.glass_push import room as room_rule
-from evaluators.glass_push.errors import BudgetSpent
+from evaluators.glass_push.errors import BudgetSpent, NoOffscreenGL
+from evaluators.glass_push.felt import felt_distances
 from evaluators.glass_push.hand import (
   LOWEST_TCP_Z,
   PAD_HALF_Z,
@@ -548,6 +550,22 @@ def write_video(path: str, frames: list[np.ndarray]) -> None:
   mediapy.write_video(path, frames, fps=FILM_FPS)
 
 
+def _probe_gl() -> None:
+  """Raise ``NoOffscreenGL`` if no offscreen OpenGL context can be made.
+
+  Only making and freeing a 1 x 1 context is tried here, so that any other
+  rendering failure stays an ordinary error (tests skip on NoOffscreenGL only).
+  """
+  try:
+    context = mujoco.GLContext(1, 1)
+  except Exception as err:  # noqa: BLE001 - any backend's failure to load
+    raise NoOffscreenGL(
+      f"no offscreen OpenGL (MUJOCO_GL={os.environ.get('MUJOCO_GL')!r}): "
+      f"{type(err).__name__}: {err}"
+    ) from err
+  context.free()
+
+
 class PoseRenderer:
   """Pictures of a model's poses, drawn in a replica ``MjData`` that is
   never stepped (the scored world is the same filmed or not)."""
@@ -562,6 +580,8 @@ class PoseRenderer:
     ``hide_robot`` hides geom group 2 (the arm)."""
     key = (camera, size)
     if key not in self._renderers:
+      if not self._renderers:
+        _probe_gl()
       self._renderers[key] = mujoco.Renderer(self.model, height=size[1], width=size[0])
     if self._replica is None:
       self._replica = mujoco.MjData(self.model)
@@ -814,9 +834,12 @@ class GlassWorld:
       p_feel = self.hand_position()
       if self._move(self._cmd + reach * u, heading, FEEL_SPEED, stop=TOUCH_FORCE):
         p_touch = self.hand_position()
-        touched = float((p_touch - p_feel) @ u)
         jammed = self._move(self._cmd + travel * u, heading, PUSH_SPEED, stop=JAM_FORCE)
-        pushed = float((self.hand_position() - p_touch) @ u)
+        # The rule follow() uses too: from the start of the feel to the
+        # touch, and from the touch to the end of step 4.
+        touched, pushed = felt_distances(
+          [p_feel, p_touch, self.hand_position()], 1, heading
+        )
         self._move(self._cmd - BACK_OFF * u, heading, BACK_OFF_SPEED)
     self._lift()
     report = self._felt(blocked, touched, jammed, pushed)
@@ -837,16 +860,19 @@ class GlassWorld:
       self._lift()
       self._move([first[0], first[1], self.z_safe], first[3], TRANSIT_SPEED)
       blocked = self._move(first[:3], first[3], DESCEND_SPEED, stop=TOUCH_FORCE)
-    touched, jammed, moved, pushed = None, False, 0.0, 0.0
+    touched, jammed, pushed = None, False, 0.0
     if blocked:
       self._lift()
     else:
       n = RECORD_EVERY
-      prev = self.hand_position()
+      # Tool points at the follow's start and every waypoint's end (or where
+      # a force cut it short): felt_distances measures the report on them.
+      seen = [self.hand_position()]
+      touch, touch_heading = None, 0.0
       for row in way:
         p0, h0 = self._cmd.copy(), self._heading
         dh = _wrap(row[3] - h0)
-        stop = JAM_FORCE if touched is not None else TOUCH_FORCE
+        stop = JAM_FORCE if touch is not None else TOUCH_FORCE
         hit = False
         for k in range(1, n + 1):
           self._cmd = p0 + (k / n) * (row[:3] - p0)
@@ -855,18 +881,13 @@ class GlassWorld:
           if self._step() > stop:
             hit = True
             break
-        now = self.hand_position()
-        step = float(np.linalg.norm(now - prev))
-        prev = now
-        if touched is None:
-          moved += step
-          if hit:
-            touched = moved
-        else:
-          pushed += step
-          if hit:
-            jammed = True
-            break
+        seen.append(self.hand_position())
+        if hit and touch is None:
+          touch, touch_heading = len(seen) - 1, self._heading
+        elif hit:
+          jammed = True
+          break
+      touched, pushed = felt_distances(seen, touch, touch_heading)
       if jammed:
         # Back 20 mm against the last waypoint step's horizontal direction.
         move = row[:3] - p0
