@@ -5,7 +5,7 @@ handle (records with the truth, for scoring); ``TrainingExaminer`` serves the
 truth as labels on training tables.
 """
 
-from evaluators.glass_push.errors import BudgetSpent, ExaminerClosed
+from evaluators.glass_push.errors import BudgetSpent, ExaminerClosed, NoOffscreenGL
 from evaluators.glass_push.examiner import (
   Exam,
   Examiner,
@@ -25,6 +25,7 @@ __all__ = [
   "Examiner",
   "ExaminerBatch",
   "ExaminerClosed",
+  "NoOffscreenGL",
   "TrainingExaminer",
   "has_room",
 ]
