@@ -12,7 +12,8 @@ or policy the same way. Conditions, per environment and per step:
 - release: no contact between the cube and any robot body;
 - speed: linear <= 0.01 m/s and angular <= 0.1 rad/s;
 - settling: all of the above held for 0.5 s of continuous simulated time; any
-  break restarts the clock.
+  break restarts the clock. Judged on every physics step (1 kHz), so no break
+  between two policy steps goes unseen.
 """
 
 from __future__ import annotations
@@ -168,46 +169,80 @@ def evaluate_conditions(
   }
 
 
+def settle_steps(settle_time: float, physics_dt: float) -> int:
+  """Physics steps that make ``settle_time`` exactly; refuses a time that is
+  not a whole number of steps (the clock would otherwise round silently)."""
+  steps = round(settle_time / physics_dt)
+  if steps < 1 or abs(steps * physics_dt - settle_time) > 1e-9:
+    raise ValueError(
+      f"settle_time {settle_time} s is not a whole number of {physics_dt} s "
+      "physics steps"
+    )
+  return steps
+
+
 class CubeTrayEvaluator:
   """Stateful verdict: instantaneous conditions plus the settling clock.
 
-  Call ``update`` once per control step with the step's simulated duration.
+  Call ``update`` once per PHYSICS step, on the state that step starts from
+  (in mjlab, the per-substep hook; see ``mjlab_tasks/cube_tray/mdp.py``), so
+  every simulated state is judged: a break of any length restarts the clock,
+  and success needs ``settle_time / physics_dt`` consecutive placed states
+  (500 at 1 kHz), counted as an integer. Success is kept until ``reset``.
   """
 
   def __init__(
     self,
     num_envs: int,
     device: str | torch.device,
+    physics_dt: float,
     thresholds: CubeTrayThresholds = CubeTrayThresholds(),
   ):
     self.th = thresholds
-    self.settled_time = torch.zeros(num_envs, device=device)
+    self.physics_dt = float(physics_dt)
+    self.required_steps = settle_steps(thresholds.settle_time, self.physics_dt)
+    self.calm_steps = torch.zeros(num_envs, dtype=torch.long, device=device)
+    self.succeeded = torch.zeros(num_envs, dtype=torch.bool, device=device)
     self.verdict: dict[str, torch.Tensor] = {}
 
   def reset(self, env_ids: torch.Tensor | slice | None = None) -> None:
-    self.settled_time[slice(None) if env_ids is None else env_ids] = 0.0
+    ids = slice(None) if env_ids is None else env_ids
+    self.calm_steps[ids] = 0
+    self.succeeded[ids] = False
 
-  def update(self, state: CubeTrayState, dt: float) -> dict[str, torch.Tensor]:
-    """Advance the settling clock by ``dt`` and return the full verdict.
+  def update(
+    self, state: CubeTrayState, advance: bool = True
+  ) -> dict[str, torch.Tensor]:
+    """Judge one physics step's state and return the full verdict.
 
-    Adds to ``evaluate_conditions``: ``settled_time`` [B] (s), ``success``
-    [B] (bool) and ``outcome`` [B] (int, ``Outcome``); ``reason`` becomes
-    ``SETTLING`` for placed cubes whose clock has not yet reached the limit.
+    Args:
+      state: The simulated state a physics step starts from.
+      advance: Count this state on the clock (False: only report, e.g. the
+        state an environment starts in before its first step).
+
+    Adds to ``evaluate_conditions``: ``calm_steps`` [B] (consecutive placed
+    physics steps), ``settled_time`` [B] (s), ``success`` [B] (bool, kept
+    from the step the clock reached the limit until ``reset``) and
+    ``outcome`` [B] (int, ``Outcome``). ``reason`` becomes ``SETTLING`` for
+    placed cubes whose clock has not yet reached the limit, and ``NONE``
+    once succeeded. A state that is not valid is ``INDETERMINATE`` and not a
+    success, whatever came before.
     """
     verdict = evaluate_conditions(state, self.th)
-    placed = verdict["placed"]
-    self.settled_time = torch.where(
-      placed, self.settled_time + dt, torch.zeros_like(self.settled_time)
-    )
-    # Tolerate float accumulation of dt (0.05 s x 10 may sum to 0.4999...).
-    success = placed & (self.settled_time >= self.th.settle_time - 1e-6)
+    placed, valid = verdict["placed"], verdict["valid"]
+    if advance:
+      self.calm_steps = torch.where(placed, self.calm_steps + 1, 0)
+      self.succeeded |= placed & (self.calm_steps >= self.required_steps)
+    success = self.succeeded & valid
     reason = verdict["reason"].clone()
     reason[placed & ~success] = int(Reason.SETTLING)
+    reason[success] = int(Reason.NONE)
     outcome = torch.full_like(reason, int(Outcome.IN_PROGRESS))
     outcome[success] = int(Outcome.SUCCESS)
-    outcome[~verdict["valid"]] = int(Outcome.INDETERMINATE)
+    outcome[~valid] = int(Outcome.INDETERMINATE)
     verdict.update(
-      settled_time=self.settled_time.clone(),
+      calm_steps=self.calm_steps.clone(),
+      settled_time=self.calm_steps * self.physics_dt,
       success=success,
       outcome=outcome,
       reason=reason,

@@ -148,22 +148,180 @@ def test_each_condition_fails_with_its_reason():
     assert int(verdict["reason"]) == reason, name
 
 
+PHYSICS_DT = 0.001  # The suite's 1 kHz physics.
+
+
+def moving_state(n: int = 1) -> CubeTrayState:
+  state = placed_state(n)
+  state.cube_lin_vel_w[:, 0] = 0.02
+  return state
+
+
+def run_clock(evaluator, states) -> list[dict]:
+  return [evaluator.update(s) for s in states]
+
+
 def test_settling_clock_restarts_after_a_break():
-  dt = 0.05
-  evaluator = CubeTrayEvaluator(1, "cpu")
-  broken = placed_state()
-  broken.cube_lin_vel_w[:, 0] = 0.02
-  # 0.4 s stable, one broken step, then 0.1 s: no success anywhere.
-  for state in [placed_state()] * 8 + [broken] + [placed_state()] * 2:
-    verdict = evaluator.update(state, dt)
-    assert not bool(verdict["success"])
-  assert int(verdict["reason"]) == Reason.SETTLING
-  assert float(verdict["settled_time"]) == pytest.approx(0.1)
-  # Eight more stable steps make 0.5 s of continuous settling: success.
-  for k in range(8):
-    verdict = evaluator.update(placed_state(), dt)
-    assert bool(verdict["success"]) == (k == 7)
-  assert int(verdict["outcome"]) == Outcome.SUCCESS
+  evaluator = CubeTrayEvaluator(1, "cpu", PHYSICS_DT)
+  # 0.4 s calm, one broken physics step (1 ms), then 0.1 s: no success anywhere.
+  states = [placed_state()] * 400 + [moving_state()] + [placed_state()] * 100
+  verdicts = run_clock(evaluator, states)
+  assert not any(bool(v["success"]) for v in verdicts)
+  assert int(verdicts[-1]["reason"]) == Reason.SETTLING
+  assert int(verdicts[-1]["calm_steps"]) == 100
+  assert float(verdicts[-1]["settled_time"]) == pytest.approx(0.1, rel=1e-6)  # float32
+  # 400 more calm steps make exactly 0.5 s of continuous settling: success on
+  # the 400th, not one step before.
+  verdicts = run_clock(evaluator, [placed_state()] * 400)
+  assert [bool(v["success"]) for v in verdicts] == [False] * 399 + [True]
+  assert int(verdicts[-1]["outcome"]) == Outcome.SUCCESS
+  assert int(verdicts[-1]["reason"]) == Reason.NONE
+
+
+def test_a_break_shorter_than_a_policy_step_restarts_the_clock():
+  """A 1 ms break in the middle of a 50 ms policy step: a 20 Hz sampler
+  that looks only at policy-step ends would miss it; this clock does not."""
+  evaluator = CubeTrayEvaluator(1, "cpu", PHYSICS_DT)
+  calm_then_break = [placed_state()] * 474 + [moving_state()] + [placed_state()] * 25
+  verdicts = run_clock(evaluator, calm_then_break)
+  # Every 50th state (the policy-step ends) is calm: a sampler sees 0.5 s.
+  assert all(bool(v["placed"]) for v in verdicts[49::50])
+  assert not any(bool(v["success"]) for v in verdicts)
+  assert int(verdicts[-1]["calm_steps"]) == 25
+
+
+def test_450_ms_of_calm_is_not_success():
+  evaluator = CubeTrayEvaluator(1, "cpu", PHYSICS_DT)
+  verdicts = run_clock(evaluator, [placed_state()] * 450 + [moving_state()])
+  assert not any(bool(v["success"]) for v in verdicts)
+  assert int(verdicts[-1]["calm_steps"]) == 0
+  assert int(verdicts[-1]["reason"]) == Reason.MOVEMENT
+
+
+def test_success_is_kept_until_reset_and_partial_reset_spares_other_envs():
+  evaluator = CubeTrayEvaluator(3, "cpu", PHYSICS_DT)
+  run_clock(evaluator, [placed_state(3)] * 500)
+  assert evaluator.verdict["success"].tolist() == [True] * 3
+  # A later movement does not undo a success (the episode has ended well).
+  verdict = evaluator.update(moving_state(3))
+  assert verdict["success"].tolist() == [True] * 3
+  assert verdict["calm_steps"].tolist() == [0] * 3
+  run_clock(evaluator, [placed_state(3)] * 200)
+  evaluator.reset(torch.tensor([1]))
+  assert evaluator.calm_steps.tolist() == [200, 0, 200]
+  assert evaluator.succeeded.tolist() == [True, False, True]
+  verdict = evaluator.update(placed_state(3))
+  assert verdict["success"].tolist() == [True, False, True]
+  assert verdict["calm_steps"].tolist() == [201, 1, 201]
+  assert verdict["reason"].tolist() == [Reason.NONE, Reason.SETTLING, Reason.NONE]
+
+
+def test_settle_time_must_be_whole_physics_steps():
+  with pytest.raises(ValueError, match="whole number"):
+    CubeTrayEvaluator(1, "cpu", 0.003)  # 0.5 s is 166.67 steps of 3 ms.
+  assert CubeTrayEvaluator(1, "cpu", 0.002).required_steps == 250
+  assert CubeTrayEvaluator(1, "cpu", PHYSICS_DT).required_steps == 500
+
+
+def reference_failures(s: dict) -> list[str]:
+  """Per-environment NumPy reference of the seed's rules: every failing
+  condition, in the contract's order (validity, release, containment,
+  support, movement); the first one is the reason."""
+  rot = s["rot"]
+  finite = all(np.isfinite(s[k]).all() for k in ("pos", "lin", "ang", "rot"))
+  proper = finite and (
+    np.abs(rot.T @ rot - np.eye(3)).max() <= 1e-3
+    and abs(np.linalg.det(rot) - 1) <= 1e-3
+  )
+  if not proper:
+    return ["indeterminate"]
+  extent = np.abs(rot) @ np.full(3, HALF)
+  checks = [
+    ("robot_contact", not s["robot"]),
+    ("containment", bool(np.all(np.abs(s["pos"][:2]) + extent[:2] <= INNER))),
+    (
+      "support",
+      abs(s["pos"][2] - extent[2]) <= 0.002 and s["force"] > 0.01,
+    ),
+    (
+      "movement",
+      np.linalg.norm(s["lin"]) <= 0.01 and np.linalg.norm(s["ang"]) <= 0.1,
+    ),
+  ]
+  return [name for name, ok in checks if not ok]
+
+
+def test_reason_precedence_matches_a_per_env_reference(rng):
+  """Random states where several conditions fail at once (tray at the origin,
+  floor at z = 0): the reason is the first failing condition in order."""
+  from evaluators.cube_tray import REASON_NAMES
+
+  n = 4000
+  rots = Rotation.random(n, random_state=rng.integers(1 << 31)).as_matrix()
+  level = rng.random(n) < 0.6  # most cubes flat and yawed, as in the task
+  rots[level] = Rotation.from_euler(
+    "z", rng.uniform(-180, 180, (level.sum(), 1)), degrees=True
+  ).as_matrix()
+  extent_z = (np.abs(rots) @ np.full(3, HALF))[:, 2]
+  samples = [
+    dict(
+      pos=np.array(
+        [*rng.uniform(-0.045, 0.045, 2), extent_z[i] + rng.uniform(-0.004, 0.004)]
+      ),
+      rot=rots[i],
+      lin=rng.uniform(-0.012, 0.012, 3) * (rng.random() < 0.5),
+      ang=rng.uniform(-0.12, 0.12, 3) * (rng.random() < 0.5),
+      force=float(rng.choice([0.0, 0.005, 0.5])),
+      robot=bool(rng.random() < 0.3),
+    )
+    for i in range(n)
+  ]
+  for s in samples[: n // 20]:  # a few broken states too
+    s["pos"][rng.integers(3)] = np.nan
+  state = CubeTrayState(
+    cube_pos_w=torch.tensor(np.stack([s["pos"] for s in samples])),
+    cube_rot_w=torch.tensor(rots),
+    cube_lin_vel_w=torch.tensor(np.stack([s["lin"] for s in samples])),
+    cube_ang_vel_w=torch.tensor(np.stack([s["ang"] for s in samples])),
+    tray_pos_w=torch.zeros(n, 3, dtype=torch.float64),
+    tray_floor_z=torch.zeros(n, dtype=torch.float64),
+    floor_normal_force=torch.tensor([s["force"] for s in samples]),
+    robot_contact=torch.tensor([s["robot"] for s in samples]),
+  )
+  got = evaluate_conditions(state)
+  names = [REASON_NAMES[Reason(int(r))] for r in got["reason"]]
+  failures = [reference_failures(s) for s in samples]
+  assert names == [f[0] if f else "none" for f in failures]
+  assert got["placed"].tolist() == [not f for f in failures]
+  # Every reason occurs, and many states fail several conditions at once.
+  assert set(names) == {
+    "none",
+    "indeterminate",
+    "robot_contact",
+    "containment",
+    "support",
+    "movement",
+  }
+  assert sum(len(f) >= 2 for f in failures) > n // 4
+
+
+@pytest.mark.parametrize("tilt_deg", [30.0, 45.0])
+def test_tilted_cube_support_uses_its_lowest_corner(tilt_deg):
+  """A cube rolled about x rests on an edge: its lowest corner is
+  h (cos t + sin t) below its centre (hand computation), so a centre at that
+  height above the floor is supported and a centre at h (flat) is not."""
+  t = math.radians(tilt_deg)
+  drop = HALF * (math.cos(t) + math.sin(t))
+  rot = torch.tensor(Rotation.from_euler("x", tilt_deg, degrees=True).as_matrix())
+  state = placed_state(2)
+  state.cube_rot_w = rot.float().expand(2, 3, 3).clone()
+  state.cube_pos_w[:, 2] = torch.tensor([drop, HALF])
+  verdict = evaluate_conditions(state)
+  assert verdict["supported"].tolist() == [True, False]
+  assert verdict["reason"].tolist() == [Reason.NONE, Reason.SUPPORT]
+  # 1.9 mm above the floor still counts, 2.1 mm does not.
+  state.cube_pos_w[:, 2] = torch.tensor([drop + 0.0019, drop + 0.0021])
+  assert evaluate_conditions(state)["supported"].tolist() == [True, False]
 
 
 @pytest.mark.parametrize(
@@ -179,9 +337,9 @@ def test_settling_clock_restarts_after_a_break():
 def test_invalid_state_is_indeterminate(corrupt):
   state = placed_state(2)
   corrupt(state)
-  evaluator = CubeTrayEvaluator(2, "cpu")
-  for _ in range(12):
-    verdict = evaluator.update(state, 0.05)
+  evaluator = CubeTrayEvaluator(2, "cpu", PHYSICS_DT)
+  for _ in range(600):
+    verdict = evaluator.update(state)
   assert verdict["outcome"].tolist() == [Outcome.INDETERMINATE] * 2
   assert verdict["reason"].tolist() == [Reason.INDETERMINATE] * 2
   assert not verdict["success"].any()
@@ -279,3 +437,68 @@ def test_fixture_moving_cube_fails_on_speed(env):
   assert verdict["contained"].all() and verdict["supported"].all()
   assert not verdict["slow"].any()
   assert verdict["reason"].tolist() == [Reason.MOVEMENT] * 2
+
+
+def test_settling_is_judged_on_every_physics_step():
+  """In mjlab's loop (C engine): the clock equals a NumPy recount of the
+  calm physics states recorded at every mj_step, and a 1 ms-scale slide
+  that has stopped before the policy step ends still delays success."""
+  from mjlab_tasks.common.c_engine import make_env
+  from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
+  from mjlab_tasks.cube_tray.mdp import VERDICT_TERM, cube_tray_verdict
+
+  env = make_env(cube_tray_env_cfg(arm_action="joint", randomize=False, num_envs=2))
+  try:
+    env.reset()
+    x, y, floor = _tray_centre(env)
+    _set_cube(env, (x, y, floor + HALF))
+    _settle(env, 0.3)
+    env.metrics_manager.cfg[VERDICT_TERM].func.reset()
+    cube = env.scene["cube"]
+    state = torch.cat([cube.data.root_link_pose_w, torch.zeros(2, 6)], dim=-1)
+    state[1, 7] = 0.03  # Env 1's cube slides 3 cm/s; friction stops it in ms.
+    cube.write_root_state_to_sim(state)
+    env.sim.forward()
+    free = cube.indexing.free_joint_v_adr
+
+    def speeds() -> np.ndarray:  # [2, 2]: linear, angular of the state now
+      v = env.sim.data.qvel[:, free].double().numpy()
+      return np.stack(
+        [np.linalg.norm(v[:, :3], axis=1), np.linalg.norm(v[:, 3:], axis=1)], 1
+      )
+
+    recorded = [speeds()]  # s_0, then the state after every mj_step
+    step = env.sim.step
+
+    def recording_step() -> None:
+      step()
+      recorded.append(speeds())
+
+    env.sim.step = recording_step
+    hold = env.action_manager.action.clone()
+    hold[:, :6] = env.scene["robot"].data.default_joint_pos[:, :6]
+    hold[:, 6] = 1.0
+    success_at = [None, None]
+    for k in range(1, 13):
+      env.step(hold)
+      verdict = cube_tray_verdict(env)
+      # The loop judged s_0 .. s_{50k-1}: recount the calm run in NumPy.
+      judged = np.stack(recorded[: 50 * k])
+      calm = (judged[:, :, 0] <= 0.01) & (judged[:, :, 1] <= 0.1)
+      expected = [
+        len(c) - (np.flatnonzero(~c).max() + 1 if (~c).any() else 0) for c in calm.T
+      ]
+      for i in range(2):
+        if success_at[i] is None:  # Success ends (and resets) the episode.
+          assert int(verdict["calm_steps"][i]) == expected[i], (i, k)
+          if bool(verdict["success"][i]):
+            success_at[i] = k
+    moving = ~(
+      (np.stack(recorded)[:, 1, 0] <= 0.01) & (np.stack(recorded)[:, 1, 1] <= 0.1)
+    )
+    # The slide lasted less than one policy step: a 20 Hz look at step ends
+    # (states 50, 100, ...) sees a calm cube from the first step on.
+    assert moving[0] and not moving[50:].any() and moving[:50].sum() < 50
+    assert success_at == [10, 11]
+  finally:
+    env.close()

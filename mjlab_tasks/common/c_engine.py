@@ -21,6 +21,7 @@ randomization of inertial fields.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Literal
@@ -515,7 +516,11 @@ def _simulation_class(cls):
 
 
 def make_env(
-  cfg: ManagerBasedRlEnvCfg, device: str = "cpu", engine: str | None = None, **kwargs
+  cfg: ManagerBasedRlEnvCfg,
+  device: str = "cpu",
+  engine: str | None = None,
+  num_threads: int | None = None,
+  **kwargs,
 ) -> ManagerBasedRlEnv:
   """mjlab's ``ManagerBasedRlEnv`` on MuJoCo Warp or on the C MuJoCo engine.
 
@@ -523,10 +528,15 @@ def make_env(
     cfg: Environment configuration (the same for both engines).
     device: ``cpu`` or ``cuda:N``.
     engine: ``warp``, ``mujoco`` or ``None`` (warp on CUDA, mujoco on CPU).
+    num_threads: C engine only: worker threads (default: one per core, at
+      most one per environment).
   """
   from mjlab.envs import ManagerBasedRlEnv
 
   if resolve_engine(engine, device) == "warp":
+    if num_threads is not None:
+      raise ValueError("num_threads applies to the C MuJoCo engine only")
     return ManagerBasedRlEnv(cfg, device=device, **kwargs)
-  with _simulation_class(CMujocoSimulation):
+  simulation = functools.partial(CMujocoSimulation, num_threads=num_threads)
+  with _simulation_class(simulation):
     return ManagerBasedRlEnv(cfg, device=device, **kwargs)

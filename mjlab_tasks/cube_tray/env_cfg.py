@@ -45,7 +45,7 @@ from mjlab_tasks.common.scene import (
   robot_observations,
 )
 from mjlab_tasks.cube_tray import mdp
-from mjlab_tasks.cube_tray.mdp import SUCCESS_TERM, CubeTrayNames
+from mjlab_tasks.cube_tray.mdp import SUCCESS_TERM, VERDICT_TERM, CubeTrayNames
 
 CUBE_HALF = 0.02
 CUBE_MASS = 0.05
@@ -171,7 +171,7 @@ def cube_tray_env_cfg(
 
   cfg.terminations = {
     "time_out": TerminationTermCfg(func=mjlab_terms.time_out, time_out=True),
-    SUCCESS_TERM: TerminationTermCfg(func=mdp.CubeTraySuccess, params={"names": names}),
+    SUCCESS_TERM: TerminationTermCfg(func=mdp.cube_tray_success),
     "nan": TerminationTermCfg(func=mjlab_terms.nan_detection),
   }
   cfg.rewards = {
@@ -196,6 +196,10 @@ def cube_tray_env_cfg(
     "action_rate": RewardTermCfg(func=mjlab_rewards.action_rate_l2, weight=-0.01),
   }
   cfg.metrics = {
+    # Owns the evaluator: mjlab calls it after every physics substep.
+    VERDICT_TERM: MetricsTermCfg(
+      func=mdp.CubeTrayVerdict, params={"names": names}, per_substep=True
+    ),
     "success": MetricsTermCfg(
       func=mdp.verdict_flag, params={"key": "success"}, reduce="max"
     ),

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
-from mjlab.managers.termination_manager import TerminationTermCfg
+from mjlab.managers.metrics_manager import MetricsTermCfg
 from mjlab.utils.lab_api.math import matrix_from_quat
 
 from evaluators.cube_tray import CubeTrayEvaluator, CubeTrayState, CubeTrayThresholds
@@ -15,6 +15,8 @@ if TYPE_CHECKING:
   from mjlab.envs import ManagerBasedRlEnv
 
 SUCCESS_TERM = "success"
+VERDICT_TERM = "placed_time_fraction"
+"""The metrics term that owns the evaluator (judged every physics substep)."""
 
 
 @dataclass(frozen=True)
@@ -50,19 +52,29 @@ def read_cube_tray_state(env: ManagerBasedRlEnv, names: CubeTrayNames) -> CubeTr
   )
 
 
-class CubeTraySuccess:
-  """Termination term that owns the evaluator: updated once per env step.
+class CubeTrayVerdict:
+  """Owns the evaluator and judges every physics substep (a metrics term).
 
-  Terminations run before rewards and metrics in mjlab's step, so those terms
-  read this step's verdict through ``cube_tray_verdict(env)``.
+  mjlab's only per-substep hook is ``MetricsTermCfg(per_substep=True)``: the
+  manager calls this after each ``mj_step`` inside the decimation loop, so
+  the settling clock sees every simulated state and a break shorter than a
+  policy step still restarts it. After ``mj_step`` the derived quantities
+  (poses, velocities, contacts) all describe the state that step started
+  from, so each call judges one consistent state, every state once, in order.
+  As a metric it reports the fraction of physics steps the cube was placed.
+  Terminations, rewards and scripts read the verdict through
+  ``cube_tray_verdict(env)``.
   """
 
-  def __init__(self, cfg: TerminationTermCfg, env: ManagerBasedRlEnv):
-    self._env = env
+  def __init__(self, cfg: MetricsTermCfg, env: ManagerBasedRlEnv):
+    if not cfg.per_substep:
+      raise ValueError(f"{VERDICT_TERM!r} must be a per-substep metrics term")
     self.names: CubeTrayNames = cfg.params.get("names", CubeTrayNames())
     thresholds = cfg.params.get("thresholds", CubeTrayThresholds())
-    self.evaluator = CubeTrayEvaluator(env.num_envs, env.device, thresholds)
-    self.evaluator.update(read_cube_tray_state(env, self.names), dt=0.0)
+    self.evaluator = CubeTrayEvaluator(
+      env.num_envs, env.device, env.physics_dt, thresholds
+    )
+    self.evaluator.update(read_cube_tray_state(env, self.names), advance=False)
 
   def __call__(
     self,
@@ -71,18 +83,24 @@ class CubeTraySuccess:
     thresholds: CubeTrayThresholds | None = None,
   ) -> torch.Tensor:
     del names, thresholds  # Bound at construction.
-    verdict = self.evaluator.update(read_cube_tray_state(env, self.names), env.step_dt)
-    return verdict["success"]
+    return self.evaluator.update(read_cube_tray_state(env, self.names))[
+      "placed"
+    ].float()
 
   def reset(self, env_ids: torch.Tensor | slice | None = None) -> None:
     self.evaluator.reset(env_ids)
 
 
 def cube_tray_verdict(env: ManagerBasedRlEnv) -> dict[str, torch.Tensor]:
-  """This step's verdict (see ``evaluators.cube_tray.CubeTrayEvaluator``)."""
-  term = env.termination_manager.get_term_cfg(SUCCESS_TERM).func
-  assert isinstance(term, CubeTraySuccess)
+  """The latest physics step's verdict (``evaluators.cube_tray``)."""
+  term = env.metrics_manager.cfg[VERDICT_TERM].func
+  assert isinstance(term, CubeTrayVerdict)
   return term.evaluator.verdict
+
+
+def cube_tray_success(env: ManagerBasedRlEnv) -> torch.Tensor:
+  """Termination: the cube settled in the tray for 0.5 s, [num_envs] bool."""
+  return cube_tray_verdict(env)["success"]
 
 
 def verdict_flag(env: ManagerBasedRlEnv, key: str) -> torch.Tensor:
