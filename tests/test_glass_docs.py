@@ -93,3 +93,10 @@ def test_the_cameras_are_as_described():
   top = spec.camera("top_view")
   assert list(top.pos) == pytest.approx([*tables.ZONE_CENTER, 0.75])
   assert top.fovy == 34.0 and list(top.resolution) == [384, 384]
+  assert "(at x = 0.30, y = -1.12, z = 1.05 m, 42 degree field of view" in PAGE
+  film = spec.camera("film")
+  assert list(film.pos) == pytest.approx([0.30, -1.12, 1.05])
+  assert film.fovy == 42.0
+  assert "](images/glass_push_frame.png)" in PAGE
+  image = Path(__file__).resolve().parents[1] / "docs/images/glass_push_frame.png"
+  assert image.stat().st_size < 300_000
