@@ -23,8 +23,7 @@ HOME_Q = np.array([0.0, -math.pi / 2, math.pi / 2, -math.pi / 2, -math.pi / 2, 0
 ARM = ("shoulder_pan", "shoulder_lift", "elbow", "wrist_1", "wrist_2", "wrist_3")
 
 
-def test_limit_joint_step_matches_reference():
-  rng = np.random.default_rng()
+def test_limit_joint_step_matches_reference(rng):
   dq = rng.normal(scale=0.05, size=(64, 6))
   dq[::7] *= 0.01  # Some rows already within the bound.
   ref = np.stack([row * min(1.0, 0.025 / np.abs(row).max()) for row in dq])
@@ -142,3 +141,110 @@ def test_non_finite_actions_raise_with_env_ids(env):
     action[0, 6] = bad
     with pytest.raises(ValueError, match=r"'gripper'.*\[0\]"):
       env.step(action)
+
+
+def _pose_arm(env, q: np.ndarray) -> None:
+  """Write arm joint positions [NUM_ENVS, 6] (zero velocity) and refresh."""
+  robot = env.scene[ROBOT]
+  ids, _ = robot.find_joints(ARM, preserve_order=True)
+  pos = robot.data.joint_pos.clone()
+  pos[:, ids] = torch.tensor(q, dtype=pos.dtype)
+  robot.write_joint_state_to_sim(pos, torch.zeros_like(pos))
+  env.sim.forward()
+
+
+def test_torch_jacobian_matches_mj_jac_site(env, rng):
+  """The action term's Jacobian (torch, from joint axes and anchors) against
+  C MuJoCo's mj_jacSite at random arm configurations."""
+  import mujoco
+
+  env.reset()
+  term = env.action_manager.get_term("arm")
+  model = env.sim.mj_model
+  data = mujoco.MjData(model)
+  jacp, jacr = np.zeros((3, model.nv)), np.zeros((3, model.nv))
+  dofs = term._dof_ids.numpy()
+  for _ in range(4):
+    _pose_arm(env, HOME_Q + rng.uniform(-1.0, 1.0, (NUM_ENVS, 6)))
+    got = term.jacobian().double().numpy()
+    for i in range(NUM_ENVS):
+      data.qpos[:] = env.sim.data.qpos[i].double().numpy()
+      mujoco.mj_kinematics(model, data)
+      mujoco.mj_comPos(model, data)
+      mujoco.mj_jacSite(model, data, jacp, jacr, term._site_id)
+      ref = np.vstack([jacp[:, dofs], jacr[:, dofs]])
+      # float32 poses with lever arms under 1 m: 1e-5 is a few float32 ulps.
+      np.testing.assert_allclose(got[i], ref, atol=1e-5)
+  env.reset()
+
+
+def test_ik_round_trip_from_random_configurations(rng):
+  """FK then IK then FK on the CPU kinematics: random reachable tool poses
+  (from random joint configurations) are reached to the solver's tolerance
+  from a perturbed first guess."""
+  ik = ArmKinematics()
+  solved = 0
+  for _ in range(20):
+    q_true = HOME_Q + rng.uniform(-0.6, 0.6, 6)
+    pos, rot = ik.tool_pose(q_true)
+    start = q_true + rng.uniform(-0.15, 0.15, 6)  # A nearby first guess.
+    sol = ik.solve(pos, rot, start)
+    assert sol.converged, (q_true, sol)
+    got_pos, got_rot = ik.tool_pose(sol.q)
+    assert np.linalg.norm(got_pos - pos) < 1e-4
+    cos = (np.trace(got_rot.T @ rot) - 1) / 2
+    assert math.acos(min(1.0, cos)) < 1e-3
+    solved += 1
+  assert solved == 20
+
+
+def test_target_lead_is_bounded_by_its_rule(env, rng):
+  """Random large Cartesian actions: after each action the target equals
+  the rule computed in NumPy from the tool pose the action met (the
+  previous target plus the delta, pulled back to at most 20 mm ahead)."""
+  env.reset()
+  term = env.action_manager.get_term("arm")
+  cfg = term.cfg
+  previous = None
+  for _ in range(6):
+    tool = _tool(env)[0].double().numpy().copy()
+    arm = torch.tensor(rng.uniform(-6.0, 6.0, (NUM_ENVS, 6)), dtype=torch.float32)
+    arm[:, 3:] *= 0.1  # Small turns keep the arm away from its limits.
+    _step(env, arm, 1.0, 1)
+    base = tool if previous is None else previous
+    lead = base + arm[:, :3].double().numpy() * cfg.translation_scale - tool
+    norm = np.linalg.norm(lead, axis=1, keepdims=True)
+    expected = tool + lead * np.minimum(1.0, cfg.max_target_lead / norm)
+    got = term.desired_pos_w.double().numpy()
+    np.testing.assert_allclose(got, expected, atol=2e-6)
+    assert (np.linalg.norm(got - tool, axis=1) <= cfg.max_target_lead + 1e-6).all()
+    previous = got.copy()
+  env.reset()
+
+
+@pytest.mark.parametrize(
+  "env", ["mujoco", pytest.param("warp", marks=pytest.mark.slow)], indirect=True
+)
+def test_blocked_arm_does_not_wind_up(env):
+  """Pushing the tool 200 mm into the table for 2 s: the target stays within
+  20 mm of the tool, so 8 steps up (40 mm) raise the tool about 20 mm at
+  once (measured: blocked 4 mm down, rises 19.99 mm on both engines). A
+  wound-up target (200 mm below) would not move it at all. (Warp on the CPU
+  takes 80 s here, so its run is in the slow tier.)"""
+  env.reset()
+  term = env.action_manager.get_term("arm")
+  _step(env, torch.zeros(6), 1.0, 2)
+  for _ in range(40):
+    _step(env, torch.tensor([0.0, 0.0, -1.0, 0, 0, 0]), 1.0, 1)
+    lead = torch.linalg.vector_norm(term.desired_pos_w - _tool(env)[0], dim=-1)
+    assert (lead <= 0.02 + 1e-4).all()
+  blocked_z = _tool(env)[0][:, 2].clone()
+  commanded_down = 40 * 0.005
+  assert ((blocked_z - 0.02) > -commanded_down / 2).all()  # Really blocked.
+  _step(env, torch.tensor([0.0, 0.0, 1.0, 0, 0, 0]), 1.0, 8)
+  _step(env, torch.zeros(6), 1.0, 6)
+  rise = (_tool(env)[0][:, 2] - blocked_z).numpy()
+  target_rise = (term.desired_pos_w[:, 2] - blocked_z).numpy()
+  np.testing.assert_allclose(rise, target_rise, atol=2e-3)
+  assert (rise > 0.015).all()
+  env.reset()
