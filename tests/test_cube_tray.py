@@ -60,8 +60,7 @@ def reference_contained(p, r, tray) -> bool:
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_is_contained_matches_per_env_reference(dtype):
-  rng = np.random.default_rng()
+def test_is_contained_matches_per_env_reference(dtype, rng):
   n = 5000
   rots = Rotation.random(n, random_state=rng.integers(1 << 31)).as_matrix()
   # Half of the cubes nearly level and yawed, half fully random in 3-D.

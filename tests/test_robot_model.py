@@ -52,9 +52,8 @@ def model() -> mujoco.MjModel:
   return build_ur5_rg2_spec().compile()
 
 
-def test_forward_kinematics_matches_numpy_dh(model):
+def test_forward_kinematics_matches_numpy_dh(model, rng):
   data = mujoco.MjData(model)
-  rng = np.random.default_rng()
   tcp = model.site("tcp").id
   flange = model.site("flange").id
   # Fixed flange-to-TCP transform, read once at q = 0.
@@ -140,7 +139,7 @@ def test_d415_camera_mount_and_intrinsics():
       assert model.geom_contype[g] == 0 and model.geom_conaffinity[g] == 0
 
 
-def test_mount_proxy_is_conservative():
+def test_mount_proxy_is_conservative(rng):
   """Every point of the visible mount lies inside its collision hull."""
   model = build_ur5_rg2_spec(with_camera=True).compile()
   mesh = model.mesh("mount_v4_hull")
@@ -153,7 +152,6 @@ def test_mount_proxy_is_conservative():
   r, p = data.geom_xmat[geom.id].reshape(3, 3), data.geom_xpos[geom.id]
   world = verts @ r.T + p
   centroid = world.mean(axis=0)
-  rng = np.random.default_rng()
   for g in range(model.ngeom):
     if "mount_v4_visual" not in model.geom(g).name:
       continue

@@ -23,16 +23,17 @@ def test_suite_tasks_registered_through_entry_point():
 
 @pytest.mark.parametrize("task", SUITE_TASKS)
 @pytest.mark.parametrize("play", [False, True])
-def test_task_builds_resets_and_steps(task, play):
+def test_task_builds_resets_and_steps(task, play, rng_seed):
   cfg = load_env_cfg(task, play=play)
   cfg.scene.num_envs = 2
   # The CPU default (C engine); MuJoCo Warp runs these tasks in the other tests.
   env = make_env(cfg, device="cpu")
   try:
+    gen = torch.Generator().manual_seed(rng_seed)
     obs, _ = env.reset()
     action_dim = env.action_manager.total_action_dim
     for _ in range(3):
-      action = torch.rand(env.num_envs, action_dim) * 2 - 1
+      action = torch.rand(env.num_envs, action_dim, generator=gen) * 2 - 1
       obs, reward, terminated, truncated, _ = env.step(action)
       assert reward.shape == (env.num_envs,) and torch.isfinite(reward).all()
       assert terminated.shape == truncated.shape == (env.num_envs,)
