@@ -111,18 +111,18 @@ def is_proper_rotation(rot: torch.Tensor, tol: float = 1e-3) -> torch.Tensor:
   )
   eye = torch.eye(3, dtype=rot.dtype, device=rot.device)
   ortho = (safe.transpose(-1, -2) @ safe - eye).abs().flatten(1).amax(dim=-1) <= tol
-  det = (torch.linalg.det(safe) - 1.0).abs() <= tol
+  # Triple product: torch.linalg.det costs milliseconds per call on the CPU,
+  # and this runs every physics step.
+  det_value = (safe[:, 0] * torch.linalg.cross(safe[:, 1], safe[:, 2])).sum(-1)
+  det = (det_value - 1.0).abs() <= tol
   return finite & ortho & det
 
 
-def evaluate_conditions(
+def placement_conditions(
   state: CubeTrayState, th: CubeTrayThresholds = CubeTrayThresholds()
 ) -> dict[str, torch.Tensor]:
-  """Instantaneous conditions, ManiSkill ``evaluate()`` style: bool [B] each.
-
-  ``placed`` is the conjunction of every condition except settling, and
-  ``reason`` [B] (int) names the first failing condition (``Reason``).
-  """
+  """The instantaneous conditions and their conjunction ``placed``, bool [B]
+  each (the part the settling clock needs on every physics step)."""
   vectors = (
     state.cube_pos_w,
     state.cube_lin_vel_w,
@@ -150,23 +150,41 @@ def evaluate_conditions(
     & (torch.linalg.vector_norm(state.cube_lin_vel_w, dim=-1) <= th.max_lin_speed)
     & (torch.linalg.vector_norm(state.cube_ang_vel_w, dim=-1) <= th.max_ang_speed)
   )
-  placed = valid & released & contained & supported & slow
-  reason = torch.full_like(state.tray_floor_z, int(Reason.NONE), dtype=torch.long)
-  # Assign in reverse priority so the first failing condition wins.
-  reason[~slow] = int(Reason.MOVEMENT)
-  reason[~supported] = int(Reason.SUPPORT)
-  reason[~contained] = int(Reason.CONTAINMENT)
-  reason[~released] = int(Reason.ROBOT_CONTACT)
-  reason[~valid] = int(Reason.INDETERMINATE)
   return {
     "valid": valid,
     "contained": contained,
     "supported": supported,
     "released": released,
     "slow": slow,
-    "placed": placed,
-    "reason": reason,
+    "placed": released & contained & supported & slow,
   }
+
+
+def first_failure(conditions: dict[str, torch.Tensor]) -> torch.Tensor:
+  """``Reason`` [B] (int): the first failing condition, in the contract's order."""
+  reason = torch.full_like(conditions["valid"], int(Reason.NONE), dtype=torch.long)
+  # Assign in reverse priority so the first failing condition wins.
+  for key, why in (
+    ("slow", Reason.MOVEMENT),
+    ("supported", Reason.SUPPORT),
+    ("contained", Reason.CONTAINMENT),
+    ("released", Reason.ROBOT_CONTACT),
+    ("valid", Reason.INDETERMINATE),
+  ):
+    reason[~conditions[key]] = int(why)
+  return reason
+
+
+def evaluate_conditions(
+  state: CubeTrayState, th: CubeTrayThresholds = CubeTrayThresholds()
+) -> dict[str, torch.Tensor]:
+  """Instantaneous conditions, ManiSkill ``evaluate()`` style: bool [B] each.
+
+  ``placed`` is the conjunction of every condition except settling, and
+  ``reason`` [B] (int) names the first failing condition (``Reason``).
+  """
+  conditions = placement_conditions(state, th)
+  return {**conditions, "reason": first_failure(conditions)}
 
 
 def settle_steps(settle_time: float, physics_dt: float) -> int:
@@ -184,11 +202,12 @@ def settle_steps(settle_time: float, physics_dt: float) -> int:
 class CubeTrayEvaluator:
   """Stateful verdict: instantaneous conditions plus the settling clock.
 
-  Call ``update`` once per PHYSICS step, on the state that step starts from
-  (in mjlab, the per-substep hook; see ``mjlab_tasks/cube_tray/mdp.py``), so
-  every simulated state is judged: a break of any length restarts the clock,
-  and success needs ``settle_time / physics_dt`` consecutive placed states
-  (500 at 1 kHz), counted as an integer. Success is kept until ``reset``.
+  Call ``advance`` (or ``update``) once per PHYSICS step, on the state that
+  step starts from (in mjlab, the per-substep hook; see
+  ``mjlab_tasks/cube_tray/mdp.py``), so every simulated state is judged: a
+  break of any length restarts the clock, and success needs
+  ``settle_time / physics_dt`` consecutive placed states (500 at 1 kHz),
+  counted as an integer. Success is kept until ``reset``.
   """
 
   def __init__(
@@ -203,49 +222,89 @@ class CubeTrayEvaluator:
     self.required_steps = settle_steps(thresholds.settle_time, self.physics_dt)
     self.calm_steps = torch.zeros(num_envs, dtype=torch.long, device=device)
     self.succeeded = torch.zeros(num_envs, dtype=torch.bool, device=device)
-    self.verdict: dict[str, torch.Tensor] = {}
+    self._conditions: dict[str, torch.Tensor] | None = None
+    self._verdict: dict[str, torch.Tensor] = {}
 
   def reset(self, env_ids: torch.Tensor | slice | None = None) -> None:
+    """Restart the clock; the verdict of the state judged last stays readable
+    (a terminated environment's final verdict)."""
+    self.verdict  # noqa: B018 - materialize it before the clock changes
     ids = slice(None) if env_ids is None else env_ids
     self.calm_steps[ids] = 0
     self.succeeded[ids] = False
 
-  def update(
-    self, state: CubeTrayState, advance: bool = True
-  ) -> dict[str, torch.Tensor]:
-    """Judge one physics step's state and return the full verdict.
+  def advance(self, state: CubeTrayState, count: bool = True) -> torch.Tensor:
+    """Judge one physics step's state; returns ``placed`` [B] (bool).
 
     Args:
       state: The simulated state a physics step starts from.
-      advance: Count this state on the clock (False: only report, e.g. the
+      count: Count this state on the clock (False: only judge it, e.g. the
         state an environment starts in before its first step).
-
-    Adds to ``evaluate_conditions``: ``calm_steps`` [B] (consecutive placed
-    physics steps), ``settled_time`` [B] (s), ``success`` [B] (bool, kept
-    from the step the clock reached the limit until ``reset``) and
-    ``outcome`` [B] (int, ``Outcome``). ``reason`` becomes ``SETTLING`` for
-    placed cubes whose clock has not yet reached the limit, and ``NONE``
-    once succeeded. A state that is not valid is ``INDETERMINATE`` and not a
-    success, whatever came before.
     """
-    verdict = evaluate_conditions(state, self.th)
-    placed, valid = verdict["placed"], verdict["valid"]
-    if advance:
-      self.calm_steps = torch.where(placed, self.calm_steps + 1, 0)
-      self.succeeded |= placed & (self.calm_steps >= self.required_steps)
-    success = self.succeeded & valid
-    reason = verdict["reason"].clone()
+    return self.advance_steps(state, 1, count)[-1]
+
+  def advance_steps(
+    self, states: CubeTrayState, steps: int, count: bool = True
+  ) -> torch.Tensor:
+    """Judge ``steps`` consecutive physics steps' states at once, exactly as
+    that many ``advance`` calls would; returns ``placed`` [steps, B].
+
+    Args:
+      states: Every field holds ``steps * B`` rows, time-major (all
+        environments of the first step, then of the second, ...).
+      steps: How many physics steps the rows span.
+      count: Count the states on the clock.
+    """
+    conditions = placement_conditions(states, self.th)
+    placed = conditions["placed"].reshape(steps, -1)  # [T, B]
+    if count:
+      # Calm run ending at each step: steps since the last unplaced state, or
+      # the carried-in run plus the steps so far when there was none.
+      t = torch.arange(steps, device=placed.device)[:, None]
+      last_break = torch.where(placed, -1, t).cummax(dim=0).values
+      run = t - last_break + torch.where(last_break < 0, self.calm_steps, 0)
+      self.succeeded |= (run >= self.required_steps).any(dim=0)
+      self.calm_steps = run[-1]
+    last = {k: v.reshape(steps, -1)[-1] for k, v in conditions.items()}
+    last["calm_steps"] = self.calm_steps.clone()
+    last["succeeded"] = self.succeeded.clone()
+    self._conditions, self._verdict = last, {}
+    return placed
+
+  @property
+  def verdict(self) -> dict[str, torch.Tensor]:
+    """The full verdict of the state judged last (built on first read).
+
+    ``placement_conditions`` plus ``reason`` [B] (``Reason``; ``SETTLING`` for
+    placed cubes whose clock has not yet reached the limit, ``NONE`` once
+    succeeded), ``calm_steps`` [B] (consecutive placed physics steps),
+    ``settled_time`` [B] (s), ``success`` [B] (bool, kept from the step the
+    clock reached the limit until ``reset``) and ``outcome`` [B] (``Outcome``).
+    A state that is not valid is ``INDETERMINATE`` and not a success,
+    whatever came before.
+    """
+    if self._verdict or self._conditions is None:
+      return self._verdict
+    c = dict(self._conditions)
+    calm, succeeded = c.pop("calm_steps"), c.pop("succeeded")
+    placed, valid = c["placed"], c["valid"]
+    success = succeeded & valid
+    reason = first_failure(c)
     reason[placed & ~success] = int(Reason.SETTLING)
     reason[success] = int(Reason.NONE)
     outcome = torch.full_like(reason, int(Outcome.IN_PROGRESS))
     outcome[success] = int(Outcome.SUCCESS)
     outcome[~valid] = int(Outcome.INDETERMINATE)
-    verdict.update(
-      calm_steps=self.calm_steps.clone(),
-      settled_time=self.calm_steps * self.physics_dt,
+    self._verdict = c | dict(
+      calm_steps=calm,
+      settled_time=calm * self.physics_dt,
       success=success,
       outcome=outcome,
       reason=reason,
     )
-    self.verdict = verdict
-    return verdict
+    return self._verdict
+
+  def update(self, state: CubeTrayState, count: bool = True) -> dict[str, torch.Tensor]:
+    """``advance`` then the full ``verdict``."""
+    self.advance(state, count)
+    return self.verdict

@@ -507,3 +507,38 @@ def test_settling_is_judged_on_every_physics_step():
     assert success_at[1] == math.ceil((slide.max() + 1 + 500) / 50)
   finally:
     env.close()
+
+
+@pytest.mark.parametrize("settle_time", [0.5, 0.012])
+def test_judging_steps_together_equals_one_by_one(rng, settle_time):
+  """``advance_steps`` over chunks of any length gives the clock, success and
+  verdict that ``advance`` gives state by state (the reference), also when
+  the limit (12 steps) is shorter than a chunk."""
+  from evaluators.cube_tray import CubeTrayThresholds
+
+  th = CubeTrayThresholds(settle_time=settle_time)
+  n, total = 5, 1400
+  calm = rng.random((total, n)) < 0.995  # long calm runs, a few breaks
+  calm[:, 0] = True  # one env never breaks
+  states = [placed_state(n) for _ in range(total)]
+  for s, row in zip(states, calm, strict=True):
+    s.cube_lin_vel_w[torch.from_numpy(~row), 0] = 0.02
+  one = CubeTrayEvaluator(n, "cpu", PHYSICS_DT, th)
+  together = CubeTrayEvaluator(n, "cpu", PHYSICS_DT, th)
+  start = 0
+  while start < total:
+    size = int(rng.integers(1, 80))
+    chunk = states[start : start + size]
+    for s in chunk:
+      one.advance(s)
+    stacked = CubeTrayState(
+      *(
+        torch.cat([getattr(s, f) for s in chunk])
+        for f in CubeTrayState.__dataclass_fields__
+      )
+    )
+    together.advance_steps(stacked, len(chunk))
+    for key in ("calm_steps", "success", "reason", "outcome", "placed"):
+      assert torch.equal(one.verdict[key], together.verdict[key]), (start, key)
+    start += size
+  assert one.verdict["success"][0] and int(one.verdict["calm_steps"][0]) == total

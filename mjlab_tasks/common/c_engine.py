@@ -223,6 +223,7 @@ class CMujocoSimulation:
       for name, value in vars(self._data).items()
       if isinstance(value, torch.Tensor)
     }
+    self._lazy_views: dict[str, list[np.ndarray]] = {}
     self._data._pull_field = self._pull_lazy_field
     self._init_state_buffers()
     self._pull(range(num_envs))
@@ -465,10 +466,15 @@ class CMujocoSimulation:
     self._pulled_versions = self._state_versions()
 
   def _pull_lazy_field(self, field: str) -> None:
-    out = self._np[field]
-    for i, d in enumerate(self._worlds):
-      value = getattr(d, field)
-      out[i] = value.reshape(-1, 3, 3) if field in _MATRIX_FIELDS else value
+    # MjData's arrays are views of memory that lives as long as the world,
+    # so each world's view is made once and every pull is one np.stack.
+    views = self._lazy_views.get(field)
+    if views is None:
+      views = [getattr(d, field) for d in self._worlds]
+      if field in _MATRIX_FIELDS:
+        views = [v.reshape(-1, 3, 3) for v in views]
+      self._lazy_views[field] = views
+    np.stack(views, out=self._np[field], casting="same_kind")
 
   def _pull(self, ids) -> None:
     """Copy whole worlds (state, inputs, sensors) into the tensors."""
