@@ -30,6 +30,17 @@ import tyro
 T = TypeVar("T")
 Engine = Literal["warp", "mujoco"]
 
+
+def _load_triton_before_osmesa() -> None:
+  """With ``MUJOCO_GL=osmesa`` in the environment, importing mujoco before
+  triton kills the process (segmentation fault while triton loads; seen with
+  triton 3.8 and Debian's libOSMesa). Load triton first when it is there."""
+  if os.environ.get("MUJOCO_GL") == "osmesa" and "mujoco" not in sys.modules:
+    with contextlib.suppress(ImportError):
+      import triton  # noqa: F401
+
+
+_load_triton_before_osmesa()
 _BOX_BORDER = re.compile(r"^[\s│╭╰╮╯]*|[\s│╭╰╮╯]*$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _RULE = re.compile(r"[─-]{3,}")
@@ -164,6 +175,32 @@ def check_file(path: Path, flag: str) -> Path:
   if not os.access(path, os.R_OK):
     fail(f"{flag} {path}: not readable.")
   return path
+
+
+def prepare_offscreen_gl(flag: str) -> None:
+  """Choose mujoco's OpenGL backend for videos before mujoco is imported.
+
+  mujoco binds its backend on import, and mjlab (imported first) defaults it
+  to EGL, which needs a GPU; without one the videos need OSMesa. Sets
+  ``MUJOCO_GL`` unless the user did: egl with CUDA, else osmesa (checked to
+  be installed, and triton loaded first, see ``_load_triton_before_osmesa``).
+  A no-op once mujoco is imported (too late to choose).
+  """
+  if "mujoco" in sys.modules:
+    return
+  if "MUJOCO_GL" not in os.environ:
+    import torch
+
+    os.environ["MUJOCO_GL"] = "egl" if torch.cuda.is_available() else "osmesa"
+  if os.environ["MUJOCO_GL"] == "osmesa":
+    import ctypes.util
+
+    if ctypes.util.find_library("OSMesa") is None:
+      fail(
+        f"{flag} needs offscreen OpenGL: install OSMesa (apt-get install "
+        "libosmesa6), or set MUJOCO_GL=egl on a machine with a GPU."
+      )
+    _load_triton_before_osmesa()
 
 
 def create_folder(path: Path, flag: str = "--output") -> Path:

@@ -35,6 +35,7 @@ from cli_args import (
   create_folder,
   fail,
   parse,
+  prepare_offscreen_gl,
 )
 from tqdm import tqdm
 
@@ -104,7 +105,10 @@ def check_args(args: Args) -> tuple[str, str, Path]:
   output = args.output or Path("reports/binpick_expert") / datetime.now().strftime(
     "run-%Y%m%d-%H%M%S"
   )
-  return device, engine, check_new_folder(output)
+  check_new_folder(output)
+  if args.videos:
+    prepare_offscreen_gl("--videos")
+  return device, engine, output
 
 
 def main(args: Args) -> int:

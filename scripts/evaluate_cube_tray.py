@@ -9,6 +9,8 @@ evaluator, and writes a report.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import sys
 import time
@@ -25,8 +27,16 @@ from cli_args import (
   create_folder,
   fail,
   parse,
+  prepare_offscreen_gl,
 )
 from tqdm import tqdm
+
+# The videos' free camera (environment frame): the whole arm, and the cube and
+# the tray anywhere in their randomization ranges, fill the picture (checked
+# by rendering the ranges' corners; a frame is docs/images/cube_tray_frame.png).
+VIDEO_VIEW = dict(
+  lookat=(0.36, -0.07, 0.26), distance=1.12, azimuth=160.0, elevation=-33.0
+)
 
 
 @dataclass
@@ -51,6 +61,15 @@ class Args:
   """Folder for report.json and videos; must not exist. Nothing written if unset."""
   videos: int = 0
   """Record mp4 videos of the first N environments (needs --output)."""
+  verbose: bool = False
+  """Also print mjlab's environment summary (its manager tables) while building."""
+
+
+@contextlib.contextmanager
+def quiet_stdout():
+  """Hold back what building prints on stdout (mjlab's manager tables)."""
+  with contextlib.redirect_stdout(io.StringIO()):
+    yield
 
 
 def check_args(args: Args) -> tuple[str, str, int]:
@@ -66,6 +85,8 @@ def check_args(args: Args) -> tuple[str, str, int]:
   engine = check_engine(args.engine, device)
   if args.output is not None:
     check_new_folder(args.output)
+  if args.videos:
+    prepare_offscreen_gl("--videos")
   episodes = args.num_envs if args.episodes is None else args.episodes
   return device, engine, episodes
 
@@ -79,7 +100,7 @@ def main(args: Args) -> int:
   from mjlab_tasks.common.c_engine import make_env
   from mjlab_tasks.common.mdp import physics_health
   from mjlab_tasks.common.runtime import source_snapshot
-  from mjlab_tasks.common.video import PoseReplicaRecorder
+  from mjlab_tasks.common.video import CameraView, PoseReplicaRecorder
   from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
   from mjlab_tasks.cube_tray.mdp import cube_tray_verdict
 
@@ -88,14 +109,18 @@ def main(args: Args) -> int:
   )
   cfg.seed = args.seed
   cfg.episode_length_s = args.max_steps * cfg.decimation * cfg.sim.mujoco.timestep
-  env = make_env(cfg, device=device, engine=engine)
+  with contextlib.nullcontext() if args.verbose else quiet_stdout():
+    env = make_env(cfg, device=device, engine=engine)
   env.reset()
   expert = CubeTrayExpert(env)
   expert.reset()
   recorder = None
   if args.videos:
     recorder = PoseReplicaRecorder(
-      env.sim.mj_model, list(range(args.videos)), fps=1 / env.step_dt
+      env.sim.mj_model,
+      list(range(args.videos)),
+      fps=1 / env.step_dt,
+      views=(CameraView(**VIDEO_VIEW),),
     )
     recorder.capture(env.sim.data, env.scene.env_origins)
 

@@ -14,7 +14,14 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from cli_args import check_file, check_new_folder, create_folder, fail, parse
+from cli_args import (
+  check_file,
+  check_new_folder,
+  create_folder,
+  fail,
+  parse,
+  prepare_offscreen_gl,
+)
 
 
 @dataclass
@@ -33,6 +40,7 @@ def check_args(args: Args) -> None:
   if not model.is_file():
     fail(f"--poses {args.poses}: its model {model.name} is not beside it.")
   check_new_folder(args.output)
+  prepare_offscreen_gl("render_poses.py")
 
 
 def main(args: Args) -> int:

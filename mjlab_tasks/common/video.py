@@ -27,11 +27,28 @@ from mjlab_tasks.common.c_engine import copy_model
 
 
 def _default_gl() -> None:
-  # Headless rendering: EGL with a GPU, OSMesa (Debian libosmesa6) without.
-  if "MUJOCO_GL" not in os.environ:
-    import torch
+  """Headless rendering: EGL with a GPU, OSMesa (Debian libosmesa6) without.
 
-    os.environ["MUJOCO_GL"] = "egl" if torch.cuda.is_available() else "osmesa"
+  mujoco binds its OpenGL backend when first imported: with ``MUJOCO_GL``
+  unset then, GLFW, which needs a display. A process that imported mujoco
+  before choosing gets the headless backend switched in here, before its
+  first ``mujoco.Renderer`` (the tools choose before importing mujoco).
+  """
+  if "MUJOCO_GL" in os.environ:
+    return
+  import torch
+
+  backend = "egl" if torch.cuda.is_available() else "osmesa"
+  os.environ["MUJOCO_GL"] = backend
+  from mujoco.rendering.classic import gl_context
+
+  bound = getattr(gl_context, "GLContext", None)
+  if bound is None or bound.__module__.startswith("mujoco.glfw"):
+    if backend == "egl":
+      from mujoco.egl import GLContext
+    else:
+      from mujoco.osmesa import GLContext
+    gl_context.GLContext = GLContext
 
 
 @dataclass(frozen=True)
