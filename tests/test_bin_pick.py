@@ -8,10 +8,11 @@ import pytest
 import torch
 
 from mjlab_tasks.bin_pick.env_cfg import (
+  BIN_CENTRE,
   BIN_FLOOR,
-  BinGeometry,
+  PARKING_X,
+  BinPourer,
   bin_pick_env_cfg,
-  object_bounds,
   pourer,
 )
 from mjlab_tasks.common.c_engine import make_env
@@ -70,34 +71,128 @@ def test_pour_is_deterministic_on_the_c_engine():
   assert torch.equal(runs[0][1], runs[1][1])
 
 
+class PourRecorder:
+  """Each world's posed geoms after every settle of the pour (C engine MjData,
+  read only): what the pourer saw, for an independent replay of its rules."""
+
+  def __init__(self):
+    self.drops: list[list[tuple[np.ndarray, np.ndarray]]] = []
+
+  def install(self, monkeypatch) -> None:
+    settle = BinPourer._settle
+
+    def recording_settle(pour, env, seconds):
+      settle(pour, env, seconds)
+      if seconds == pour.cfg.drop_settle_s:
+        self.drops.append(
+          [(w.geom_xpos.copy(), w.geom_xmat.copy()) for w in env.sim._worlds]
+        )
+
+    monkeypatch.setattr(BinPourer, "_settle", recording_settle)
+
+
+def _poured(height: float, recorder: PourRecorder | None = None):
+  with pytest.MonkeyPatch.context() as mp:
+    if recorder is not None:
+      recorder.install(mp)
+    return _env(num_envs=4, objects=12, bin_width=0.14, bin_height=height)
+
+
 @pytest.fixture(scope="module")
 def poured_envs():
-  """Deep (150 mm) and shallow (60 mm) bins, 12 requested objects, 4 envs each."""
-  envs = {
-    h: _env(num_envs=4, objects=12, bin_width=0.14, bin_height=h) for h in (0.15, 0.06)
-  }
-  yield envs
-  for env in envs.values():
+  """Deep (150 mm) and shallow (60 mm) bins, 12 requested objects, 4 envs each,
+  with the pour recorded after every drop."""
+  runs = {}
+  for h in (0.15, 0.06):
+    recorder = PourRecorder()
+    runs[h] = (_poured(h, recorder), recorder)
+  yield {h: env for h, (env, _) in runs.items()}, {h: r for h, (_, r) in runs.items()}
+  for env, _ in runs.values():
     env.close()
+
+
+class BinFrame:
+  """One world's bin, measured from the compiled wall geoms (not BinGeometry)."""
+
+  def __init__(self, model: mujoco.MjModel, xpos: np.ndarray, xmat: np.ndarray):
+    def geom(name):
+      g = model.geom(f"bin/{name}").id
+      assert np.allclose(xmat[g], np.eye(3).ravel()), "bin walls are axis-aligned"
+      return xpos[g], model.geom_size[g]
+
+    (px, spx), (nx, snx) = geom("bin_wall_px"), geom("bin_wall_nx")
+    (py, spy), (ny, sny) = geom("bin_wall_py"), geom("bin_wall_ny")
+    floor, sfl = geom("bin_floor")
+    self.lo = np.array([nx[0] + snx[0], ny[1] + sny[1], floor[2] + sfl[2]])
+    self.hi = np.array([px[0] - spx[0], py[1] - spy[1], px[2] + spx[2]])
+    self.wall_height = self.hi[2] - self.lo[2]
+    self.centre = 0.5 * (self.lo + self.hi)
+
+
+def posed_points(model: mujoco.MjModel, xpos, xmat, body: int) -> np.ndarray:
+  """Points [P, 3] whose axis-aligned hull is that of the body's collision
+  geoms, from MuJoCo's geom poses: box corners, mesh vertices, and capsule
+  end centres (sphere centres) pushed by the radius along each world axis."""
+  out = []
+  for g in np.nonzero(model.geom_bodyid == body)[0]:
+    rot, centre = xmat[g].reshape(3, 3), xpos[g]
+    size, kind = model.geom_size[g], model.geom_type[g]
+    if kind == mujoco.mjtGeom.mjGEOM_BOX:
+      local = np.array(np.meshgrid(*[[-s, s] for s in size])).reshape(3, -1).T
+      out.append(local @ rot.T + centre)
+    elif kind == mujoco.mjtGeom.mjGEOM_MESH:
+      adr, num = (
+        model.mesh_vertadr[model.geom_dataid[g]],
+        model.mesh_vertnum[model.geom_dataid[g]],
+      )
+      out.append(model.mesh_vert[adr : adr + num] @ rot.T + centre)
+    elif kind == mujoco.mjtGeom.mjGEOM_CAPSULE:
+      ends = np.array([[0, 0, -size[1]], [0, 0, size[1]]]) @ rot.T + centre
+      push = size[0] * np.concatenate([np.eye(3), -np.eye(3)])
+      out.append((ends[:, None] + push[None]).reshape(-1, 3))
+    else:
+      raise AssertionError(f"object geom type {kind} not covered by this test")
+  return np.concatenate(out)
+
+
+SOFTNESS = 0.002  # Contact penetration allowed into the walls and floor [m].
+
+
+def inside_walls(points: np.ndarray, frame: BinFrame) -> bool:
+  """Wholly within the inner walls and not below the floor (any height)."""
+  return bool(
+    np.all(points[:, :2] >= frame.lo[:2] - SOFTNESS)
+    and np.all(points[:, :2] <= frame.hi[:2] + SOFTNESS)
+    and np.all(points[:, 2] >= frame.lo[2] - SOFTNESS)
+  )
+
+
+def _object_bodies(model, names) -> list[int]:
+  return [model.body(f"{name}/obj").id for name in names]
 
 
 @pytest.mark.parametrize("height", [0.15, 0.06])
 def test_poured_objects_settle_inside_the_bin(poured_envs, height):
-  env = poured_envs[height]
+  env = poured_envs[0][height]
   p = pourer(env)
-  geom = BinGeometry(width=0.14, height=height)
-  (x0, x1), (y0, y1) = geom.inner_bounds()
+  model = env.sim.mj_model
+  bodies = _object_bodies(model, p.cfg.names)
   assert (p.poured >= 1).all()
-  for k, name in enumerate(p.cfg.names):
-    lo, hi = object_bounds(env, name)
-    poured = p.in_bin[:, k]
-    inside = (lo[:, 0] >= x0 - 0.002) & (hi[:, 0] <= x1 + 0.002)
-    inside &= (lo[:, 1] >= y0 - 0.002) & (hi[:, 1] <= y1 + 0.002)
-    # Poured objects inside the walls and not below the floor (2 mm contact
-    # softness allowed); the others parked outside the bin.
-    assert torch.all(inside[poured]), (name, lo[poured], hi[poured])
-    assert torch.all(lo[poured, 2] >= BIN_FLOOR - 0.002), name
-    assert not torch.any(inside[~poured])
+  for i, world in enumerate(env.sim._worlds):
+    frame = BinFrame(model, world.geom_xpos, world.geom_xmat)
+    assert frame.wall_height == pytest.approx(height, abs=1e-9)
+    for k, body in enumerate(bodies):
+      points = posed_points(model, world.geom_xpos, world.geom_xmat, body)
+      if p.in_bin[i, k]:
+        # Poured: every posed vertex within the inner walls, above the floor.
+        assert inside_walls(points, frame), (i, p.cfg.names[k], points.min(0))
+      else:
+        # Not poured: wholly outside the bin's footprint (parked).
+        outer = (points[:, :2] < frame.lo[:2] - 0.01) | (
+          points[:, :2] > frame.hi[:2] + 0.01
+        )
+        assert outer.any(-1).all(), (i, p.cfg.names[k])
+    assert int(p.poured[i]) == int(p.in_bin[i].sum())
   # Settled: slow, and no contact deeper than 5 mm anywhere in the pile.
   for k, name in enumerate(p.cfg.names):
     speed = env.scene[name].data.root_link_lin_vel_w.norm(dim=-1)
@@ -107,17 +202,95 @@ def test_poured_objects_settle_inside_the_bin(poured_envs, height):
     assert max(depths, default=0.0) < 0.005
 
 
+@pytest.mark.parametrize("height", [0.15, 0.06])
+def test_pour_stops_at_the_height_set_by_the_wall(poured_envs, height):
+  """Replays the pour from the recorded drops with the documented rule: an
+  environment keeps pouring while the highest point of the objects inside its
+  walls is below 80 % of the wall height (measured from the compiled walls);
+  an object that lands outside the walls is parked and not counted."""
+  env, recorder = poured_envs[0][height], poured_envs[1][height]
+  p = pourer(env)
+  model = env.sim.mj_model
+  bodies = _object_bodies(model, p.cfg.names)
+  assert len(recorder.drops) >= 2
+  stopped_by_height = 0
+  for i in range(env.num_envs):
+    pouring, dropped = True, []
+    for k, worlds in enumerate(recorder.drops):
+      xpos, xmat = worlds[i]
+      frame = BinFrame(model, xpos, xmat)
+      near_bin = [
+        np.linalg.norm(xpos[model.body_geomadr[b], :2] - frame.centre[:2]) < 0.6
+        for b in bodies
+      ]  # Parked objects wait 1.7 m from the bin.
+      # Dropped into this environment exactly while it still pours.
+      assert near_bin[k] == pouring, (i, k, pouring)
+      if not pouring:
+        continue
+      dropped.append(k)
+      inside = [
+        inside_walls(posed_points(model, xpos, xmat, bodies[j]), frame)
+        for j in range(k + 1)
+      ]
+      top = max(
+        (
+          posed_points(model, xpos, xmat, bodies[j])[:, 2].max()
+          for j in range(k + 1)
+          if inside[j]
+        ),
+        default=frame.lo[2],
+      )
+      pouring = top - frame.lo[2] < 0.8 * frame.wall_height
+    stopped_by_height += not pouring
+    assert not p.in_bin[i, max(dropped) + 1 :].any()
+  print(
+    f"{height} m walls: {stopped_by_height} of {env.num_envs} pours stopped by height"
+  )
+  # The cases this test is about happened: piles reached the stopping height.
+  assert stopped_by_height >= 1
+
+
+def test_spilled_objects_are_parked_again(poured_envs):
+  """Objects that the recorded drops show outside the walls end parked at
+  their slot's parking spot, not counted as poured."""
+  spilled = 0
+  for h in (0.15, 0.06):
+    env, recorder = poured_envs[0][h], poured_envs[1][h]
+    p = pourer(env)
+    model = env.sim.mj_model
+    bodies = _object_bodies(model, p.cfg.names)
+    for i, world in enumerate(env.sim._worlds):
+      frame = BinFrame(model, world.geom_xpos, world.geom_xmat)
+      origin = frame.centre[:2] - np.array(BIN_CENTRE)
+      for k, worlds in enumerate(recorder.drops):
+        xpos, xmat = worlds[i]
+        points = posed_points(model, xpos, xmat, bodies[k])
+        near = np.linalg.norm(points.mean(0)[:2] - frame.centre[:2]) < 0.6
+        if not near or inside_walls(points, frame):
+          continue
+        spilled += 1
+        assert not p.in_bin[i, k]
+        final = world.xpos[bodies[k]]
+        parking = origin + np.array([PARKING_X, -0.8 + 0.16 * k])
+        np.testing.assert_allclose(final[:2], parking, atol=0.02)
+        np.testing.assert_allclose(
+          p.snapshot[i, k, :2].numpy(), parking - origin, atol=0.02
+        )
+  print(f"{spilled} spilled objects re-parked")
+  assert spilled >= 1, "no object spilled in these pours: nothing was tested"
+
+
 def test_shallow_wall_pours_fewer(poured_envs):
-  deep, shallow = (pourer(poured_envs[h]).poured.float() for h in (0.15, 0.06))
+  deep, shallow = (pourer(poured_envs[0][h]).poured.float() for h in (0.15, 0.06))
   print(
     f"poured (12 requested): 150 mm wall {deep.tolist()}, 60 mm wall {shallow.tolist()}"
   )
   assert shallow.mean() < deep.mean()
-  assert torch.all(pourer(poured_envs[0.06]).pile_height < 0.06 + 0.03)
+  assert torch.all(pourer(poured_envs[0][0.06]).pile_height < 0.06 + 0.03)
 
 
 def test_reset_restores_each_envs_own_pour(poured_envs):
-  env = poured_envs[0.15]
+  env = poured_envs[0][0.15]
   p = pourer(env)
   name = p.cfg.names[0]
   moved = torch.cat([env.scene[name].data.root_link_pose_w, torch.zeros(4, 6)], dim=-1)
@@ -131,7 +304,7 @@ def test_reset_restores_each_envs_own_pour(poured_envs):
 
 
 def test_no_camera_sensor_without_cameras(poured_envs):
-  env = poured_envs[0.06]
+  env = poured_envs[0][0.06]
   assert not any("d415" in name or "camera" in name for name in env.scene.sensors)
   assert env.scene.sensor_context is None  # Nothing to render.
 
@@ -146,5 +319,77 @@ def test_camera_images_when_enabled():
     assert rgb.dtype == torch.uint8 and rgb.float().std() > 1.0  # Not a blank image.
     depth = env.scene.sensors["wrist_d415"].data.depth
     assert tuple(depth.shape[:3]) == (1, 180, 320)
+  finally:
+    env.close()
+
+
+def test_scene_camera_frames_the_arm_bin_and_drop_zone():
+  """The scene view, as MuJoCo's free camera poses it (mjv_updateScene): the
+  camera sensor sits at its eye looking at its target, and the robot's
+  bodies at home, the bin's rim corners and the drop disc project inside the
+  picture (4:3) and span most of it."""
+  from mjlab.utils.lab_api.math import matrix_from_quat
+
+  from mjlab_tasks.bin_pick.env_cfg import DROP_DESTINATION, SCENE_VIEW, BinGeometry
+
+  env = _env(num_envs=1, objects=1)
+  try:
+    model, data = env.sim.mj_model, env.sim._worlds[0]
+    cam = mujoco.MjvCamera()
+    cam.lookat[:] = SCENE_VIEW.lookat
+    cam.distance, cam.azimuth = SCENE_VIEW.distance, SCENE_VIEW.azimuth
+    cam.elevation = SCENE_VIEW.elevation
+    scene = mujoco.MjvScene(model, maxgeom=2000)
+    mujoco.mjv_updateScene(
+      model, data, mujoco.MjvOption(), None, cam, mujoco.mjtCatBit.mjCAT_ALL, scene
+    )
+    # The two GL cameras are the stereo eyes, ipd apart about the head.
+    eye = 0.5 * (np.array(scene.camera[0].pos) + np.array(scene.camera[1].pos))
+    forward = np.array(scene.camera[0].forward, dtype=float)
+    up = np.array(scene.camera[0].up, dtype=float)
+    np.testing.assert_allclose(eye, SCENE_VIEW.eye, atol=1e-5)
+    assert model.vis.global_.fovy == SCENE_VIEW.fovy
+    # The sensor: at the eye, its -z along MuJoCo's forward, its y up.
+    sensor = next(
+      s
+      for s in bin_pick_env_cfg(cameras=True).scene.sensors
+      if s.name == "scene_camera"
+    )
+    np.testing.assert_allclose(sensor.pos, eye, atol=1e-5)
+    rot = matrix_from_quat(torch.tensor(sensor.quat, dtype=torch.float64)).numpy()
+    np.testing.assert_allclose(-rot[:, 2], forward, atol=1e-5)
+    np.testing.assert_allclose(rot[:, 1], up, atol=1e-5)
+    assert sensor.fovy == SCENE_VIEW.fovy
+    # What must be in the picture.
+    geom = BinGeometry()
+    (x0, x1), (y0, y1) = geom.inner_bounds()
+    rim = [
+      (x, y, geom.rim_z) for x in (x0 - 0.01, x1 + 0.01) for y in (y0 - 0.01, y1 + 0.01)
+    ]
+    disc = [
+      (
+        DROP_DESTINATION[0] + 0.06 * np.cos(a),
+        DROP_DESTINATION[1] + 0.06 * np.sin(a),
+        0,
+      )
+      for a in np.linspace(0, 2 * np.pi, 8)
+    ]
+    robot = [
+      data.xpos[b]
+      for b in range(model.nbody)
+      if model.body(b).name.startswith("robot/")
+    ]
+    points = np.array([*rim, *disc, *robot], dtype=float)
+    right = np.cross(forward, up)
+    rel = points - eye
+    depth = rel @ forward
+    assert np.all(depth > 0)
+    half_h = np.tan(np.radians(SCENE_VIEW.fovy) / 2)
+    v = (rel @ up) / depth / half_h  # -1..1 bottom to top
+    u = (rel @ right) / depth / (half_h * 4 / 3)  # -1..1 left to right (4:3)
+    print(f"scene view: u {u.min():.2f}..{u.max():.2f}, v {v.min():.2f}..{v.max():.2f}")
+    assert np.all(np.abs(u) < 0.98) and np.all(np.abs(v) < 0.98), (u, v)
+    # Filling it: the span covers most of the width and the height.
+    assert np.ptp(u) > 1.2 and np.ptp(v) > 1.4, (np.ptp(u), np.ptp(v))
   finally:
     env.close()

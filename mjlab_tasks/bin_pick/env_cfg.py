@@ -8,7 +8,8 @@ Task description:
   Physics 1 kHz, policy 20 Hz, Cartesian + gripper actions.
 
 Randomizations: the pour (drop positions and orientations) per environment,
-from the environment seed. Every reset restores the environment's own pour.
+from ``pour_seed`` and the number of environments (each object draws one
+value per environment). Every reset restores the environment's own pour.
 
 Bin: internal 400 x 128 x 150 mm by default (length along world y, width
 along x, wall height); width and wall height are configurable.
@@ -53,6 +54,31 @@ BIN_CENTRE = (0.50, 0.0)
 DROP_DESTINATION = (0.30, 0.40)  # On the table, outside the bin.
 PARKING_X = -1.2  # Unpoured objects wait here, out of the robot's reach.
 STOP_FRACTION = 0.8  # The pour stops when the pile reaches 80% of the wall.
+
+
+@dataclass(frozen=True)
+class SceneView:
+  """The scene camera as a MuJoCo free camera (look-at point, distance,
+  azimuth and elevation [deg]); the ``scene_camera`` sensor sits at ``eye``."""
+
+  lookat: tuple[float, float, float] = (0.33, 0.1, 0.28)
+  distance: float = 1.0
+  azimuth: float = 195.0
+  elevation: float = -40.0
+  fovy: float = 45.0  # MuJoCo's default free-camera field of view [deg].
+
+  @property
+  def eye(self) -> tuple[float, float, float]:
+    """Camera position, env frame [m] (MuJoCo's free-camera convention)."""
+    az, el = np.radians(self.azimuth), np.radians(self.elevation)
+    forward = np.array([np.cos(el) * np.cos(az), np.cos(el) * np.sin(az), np.sin(el)])
+    return tuple(float(v) for v in np.asarray(self.lookat) - self.distance * forward)
+
+
+# Framed on the arm at home, the bin and the drop destination (from +x, a
+# little toward the drop side, 40 degrees down to see into the bin), so the
+# three fill the picture (checked in tests/test_bin_pick.py).
+SCENE_VIEW = SceneView()
 
 
 @dataclass(frozen=True)
@@ -119,6 +145,8 @@ class PourCfg:
   objects: tuple[ObjectDesc, ...]
   geometry: BinGeometry
   seed: int = 0
+  drop_clearance: float = 0.02
+  """Height of a dropped object's bounding sphere above the pile top [m]."""
   drop_settle_s: float = 0.35
   """Simulated time after each drop before the pile is measured."""
   final_settle_s: float = 1.0
@@ -222,14 +250,16 @@ class BinPourer:
       desc = self.cfg.objects[k]
       reach = float(np.hypot(desc.extent[0], desc.extent[1]))
       margin = min(reach, 0.5 * geom.width - 0.005)
-      # Drawn for every env so that each env's pour depends only on the seed.
+      # Drawn for every env, pouring or not, so that an env's pour does not
+      # depend on when the others stopped. It does depend on num_envs: each
+      # object draws num_envs values, so env i's values shift with num_envs.
       xs = rng.uniform(x0 + margin, x1 - margin, n)
       ys = rng.uniform(y0 + margin, y1 - margin, n)
       quats = rng.normal(size=(n, 4))
       quats /= np.linalg.norm(quats, axis=1, keepdims=True)
       drop = self._parked_state(k, n, dev)
       # Released just above the pile (inside the walls), like a pourer's chute.
-      drop_z = top + max(desc.extent) + 0.02
+      drop_z = top + max(desc.extent) + self.cfg.drop_clearance
       dropped = torch.stack(
         [
           torch.tensor(xs, dtype=torch.float32, device=dev),
@@ -455,9 +485,9 @@ def bin_pick_env_cfg(
       ),
       CameraSensorCfg(
         name="scene_camera",
-        pos=(1.3, 0.0, 0.9),
-        quat=_look_at_quat((1.3, 0.0, 0.9), (*BIN_CENTRE, 0.05)),
-        fovy=50.0,
+        pos=SCENE_VIEW.eye,
+        quat=_look_at_quat(SCENE_VIEW.eye, SCENE_VIEW.lookat),
+        fovy=SCENE_VIEW.fovy,
         width=320,
         height=240,
         data_types=("rgb",),

@@ -1,0 +1,247 @@
+"""The numbers docs/bin_pick.md quotes, read from the page and compared with
+the constants and configs the code uses (no environment is built).
+
+Each quote is found by a pattern on the page with whitespace collapsed; a
+reworded sentence fails here too, so the page and this test change together.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from assets.objects import describe_objects, object_spec
+from assets.ur5_rg2.model import RG2_MAX_OPENING, RG2_PAD_HALF
+from evaluators.bin_pick import DeliveryThresholds
+from experts.bin_pick.expert import BinPickExpertCfg
+from experts.bin_pick.grasps import GraspSearchCfg
+from experts.bin_pick.replica import ReplicaCfg
+from mjlab_tasks.bin_pick import env_cfg as bp
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "bin_pick.md"
+TEXT = " ".join(DOC.read_text().split())
+
+
+def quoted(pattern: str) -> tuple[float, ...]:
+  """The numbers a pattern captures on the page (it must match exactly once)."""
+  found = re.findall(pattern, TEXT)
+  assert len(found) == 1, f"{pattern!r} found {len(found)} times in {DOC.name}"
+  groups = found[0] if isinstance(found[0], tuple) else (found[0],)
+  return tuple(float(g) for g in groups)
+
+
+def mm(*metres: float) -> tuple[float, ...]:
+  return tuple(round(m * 1000, 6) for m in metres)
+
+
+def test_replica_check_budget_per_object():
+  (budget,) = quoted(r"At most (\d+) checks per object")
+  assert budget == ReplicaCfg().max_checks_per_object
+
+
+def test_bin_geometry_and_drop_destination():
+  got = quoted(
+    r"inner (\d+) mm \(along world y\) x (\d+) mm \(x\) x (\d+) mm \(wall height\) "
+    r"by default; walls and floor (\d+) mm; centred at \(([\d.]+), ([\d.]+)\) m; "
+    r"floor top at (\d+) mm"
+  )
+  assert got == (
+    *mm(bp.BIN_LENGTH, bp.DEFAULT_BIN_WIDTH, bp.DEFAULT_BIN_HEIGHT, bp.BIN_WALL),
+    *bp.BIN_CENTRE,
+    *mm(bp.BIN_FLOOR),
+  )
+  assert bp.BIN_WALL == bp.BIN_FLOOR  # "walls and floor": one number.
+  diameter, x, y = quoted(
+    r"a (\d+) mm disc marker on the table at \(([\d.]+), ([\d.]+)\) m"
+  )
+  assert (x, y) == bp.DROP_DESTINATION
+  spec = bp.bin_spec(bp.BinGeometry())
+  assert diameter == mm(2 * spec.geom("drop_destination").size[0])[0]
+  delivery = quoted(r"the drop destination \(([\d.]+), ([\d.]+)\) m \|")
+  assert delivery == bp.DROP_DESTINATION
+
+
+def test_accepted_bin_sizes():
+  w0, w1, h0, h1 = quoted(
+    r"accepted ([\d.]+) to ([\d.]+) m wide and ([\d.]+) to ([\d.]+) m high"
+  )
+  for width, height in ((w0, h0), (w1, h1)):
+    bp.bin_pick_env_cfg(bin_width=width, bin_height=height)  # Accepted.
+  for width, height in (
+    (w0 - 1e-3, h0),
+    (w1 + 1e-3, h0),
+    (w0, h0 - 1e-3),
+    (w0, h1 + 1e-3),
+  ):
+    with pytest.raises(ValueError, match="outside the supported"):
+      bp.bin_pick_env_cfg(bin_width=width, bin_height=height)
+
+
+@pytest.mark.parametrize("objects", [1, 12])
+def test_physics_and_contact_buffers(objects):
+  cfg = bp.bin_pick_env_cfg(objects=objects)
+  khz, impratio = quoted(r"\| physics \| (\d+) kHz, elliptic cone, impratio (\d+);")
+  assert cfg.sim.mujoco.timestep == pytest.approx(1e-3 / khz)
+  assert cfg.sim.mujoco.cone == "elliptic" and cfg.sim.mujoco.impratio == impratio
+  base, per, factor = quoted(
+    r"`nconmax = (\d+) \+ (\d+) x objects`, `njmax = (\d+) x nconmax`"
+  )
+  assert cfg.sim.nconmax == base + per * objects
+  assert cfg.sim.njmax == factor * cfg.sim.nconmax
+
+
+def test_pourer_numbers():
+  pour = bp.bin_pick_env_cfg().events["pour"].params["pour"]
+  (parking,) = quoted(r"out of the robot's reach at x = (-[\d.]+) m")
+  assert parking == bp.PARKING_X
+  clearance, settle = quoted(
+    r"each from (\d+) cm above the current pile .*? then ([\d.]+) s of settling"
+  )
+  assert clearance / 100 == pour.drop_clearance
+  assert settle == pour.drop_settle_s
+  (percent,) = quoted(r"reaches (\d+) % of the wall height")
+  assert percent / 100 == bp.STOP_FRACTION
+  assert bp.BinGeometry(height=0.06).stop_height == pytest.approx(0.06 * percent / 100)
+  (final,) = quoted(r"then (\d+) s of final settling")
+  assert final == pour.final_settle_s
+
+
+def test_object_table_matches_the_generated_set():
+  kinds = {
+    "box": "box",
+    "capsule": "capsule",
+    "irregular": "irregular",
+    "ell": "L-block",
+    "wide": "wide flat box",
+  }
+  rows = re.findall(
+    r"^\| (obj_\d\d) \| ([^|]+) \| (\d+) x (\d+) x (\d+) \| (\d+) \| (\d+) \|$",
+    DOC.read_text(),
+    flags=re.MULTILINE,
+  )
+  descs = describe_objects(12, seed=0)
+  assert [r[0] for r in rows] == [d.name for d in descs]
+  for row, desc in zip(rows, descs, strict=True):
+    model = object_spec(desc).compile()
+    assert row[1].startswith(kinds[desc.kind]), row
+    assert tuple(int(v) for v in row[2:5]) == tuple(
+      round(2000 * e) for e in desc.extent
+    )
+    assert int(row[5]) == round(desc.density)
+    assert int(row[6]) == round(1000 * model.body_mass[1])
+  lo, hi = quoted(r"Densities (\d+) to (\d+) kg/m\^3")
+  assert all(lo <= d.density <= hi for d in describe_objects(200, seed=3))
+  (stroke,) = quoted(r"Most fit the RG2's (\d+) mm stroke")
+  assert stroke == mm(RG2_MAX_OPENING)[0]
+
+
+def test_camera_sizes():
+  sensors = {
+    s.name: s
+    for s in bp.bin_pick_env_cfg(cameras=True).scene.sensors
+    if hasattr(s, "width")
+  }
+  w, h = quoted(r"`wrist_d415` \(the D415 on the RG2, (\d+) x (\d+),")
+  assert (sensors["wrist_d415"].width, sensors["wrist_d415"].height) == (w, h)
+  w, h = quoted(r"`scene_camera` \((\d+) x (\d+) RGB")
+  assert (sensors["scene_camera"].width, sensors["scene_camera"].height) == (w, h)
+
+
+def test_delivery_thresholds():
+  th = DeliveryThresholds()
+  (radius,) = quoted(r"its centre within (\d+) mm \(horizontally\)")
+  assert radius == mm(th.drop_radius)[0]
+  (support,) = quoted(r"its lowest point within (\d+) mm of the table top")
+  assert support == mm(th.support_tolerance)[0]
+  lin, ang = quoted(r"linear speed <= ([\d.]+) m/s and angular speed <= ([\d.]+) rad/s")
+  assert (lin, ang) == (th.max_linear_speed, th.max_angular_speed)
+
+
+def test_grasp_search_numbers():
+  cfg = GraspSearchCfg()
+  directions, every = quoted(
+    r"For each of (\d+) horizontal closing directions \(every (\d+) degrees"
+  )
+  assert directions == cfg.directions and every == 180 / cfg.directions
+  tilts = quoted(
+    r"(\d+) tilts about the closing axis \((\d+), \+-(\d+), \+-(\d+) degrees\)"
+  )
+  assert tilts[0] == len(cfg.tilts_deg)
+  assert sorted(cfg.tilts_deg) == sorted(
+    [tilts[1], *(s * t for t in tilts[2:] for s in (-1, 1))]
+  )
+  *heights, lowest = quoted(
+    r"at (\d+) heights \((\d+), (\d+) and (\d+) % of the object's span from its top, "
+    r"and the level that puts the pad bottom (\d+) mm above"
+  )
+  assert heights[0] == len(cfg.height_fractions) + 1
+  assert sorted(heights[1:]) == sorted(100 * f for f in cfg.height_fractions)
+  assert lowest == mm(cfg.floor_clearance)[0]
+  (pad,) = quoted(r"\(pad width (\d+) mm;")
+  assert pad == mm(2 * cfg.pad_half_width)[0] == mm(2 * RG2_PAD_HALF[1])[0]
+  (pad_h,) = quoted(r"spanning the pad's (\d+) mm height")
+  assert pad_h == mm(2 * cfg.pad_half_height)[0]
+  lo, hi, free, stroke = quoted(
+    r"Widths from (\d+) mm to (\d+) mm are kept \((\d+) mm free on each side of "
+    r"the (\d+) mm stroke\)"
+  )
+  assert (lo, free, stroke) == mm(cfg.min_width, cfg.open_clearance, RG2_MAX_OPENING)
+  assert hi == stroke - 2 * free
+
+
+def test_replica_numbers():
+  cfg = ReplicaCfg()
+  (wall,) = quoted(r"is at least (\d+) mm from every bin wall")
+  assert wall == mm(cfg.wall_clearance)[0]
+  (floor,) = quoted(r"at least (\d+) mm above the bin floor")
+  assert floor == mm(cfg.floor_clearance)[0]
+  (squeeze,) = quoted(r"predicted closure \(measured width minus (\d+) mm\)")
+  assert squeeze == mm(cfg.closure_squeeze)[0]
+  (step,) = quoted(r"at sampled points \(every (\d+) mm\) of the vertical approach")
+  assert step == mm(cfg.approach_step)[0]
+  margin, stroke = quoted(
+    r"measured width plus (\d+) mm on each side \(at most the (\d+) mm stroke\)"
+  )
+  assert (margin, stroke) == mm(cfg.open_margin, RG2_MAX_OPENING)
+
+
+def test_expert_numbers():
+  cfg = BinPickExpertCfg()
+  (transit,) = quoted(r"transit height: rim \+ (\d+) mm \+ pad half height")
+  assert transit == mm(cfg.transit_clearance)[0]
+  close, squeeze = quoted(
+    r"`close` \(([\d.]+) s; the gripper's position target is the planned width "
+    r"minus (\d+) mm per side"
+  )
+  assert (close, squeeze / 1000) == (cfg.close_time, cfg.grip_squeeze)
+  (carry,) = quoted(r"lowest point is (\d+) mm above the rim\)")
+  assert carry == mm(cfg.carry_clearance)[0]
+  (ring,) = quoted(r"a ring of six at (\d+) mm around the drop destination")
+  assert ring == mm(cfg.drop_slot_radius)[0]
+  (gap,) = quoted(r"`lower` \(object (\d+) mm above the table\)")
+  assert gap == mm(cfg.release_gap)[0]
+  (release,) = quoted(r"`release` \(pre-shaped opening, ([\d.]+) s\)")
+  assert release == cfg.release_time
+  (verify,) = quoted(r"`verify` \(up to (\d+) s for the evaluator's verdict")
+  assert verify == cfg.verify_time
+  (empty,) = quoted(r"the fingers closed to within (\d+) mm of fully closed")
+  assert empty == mm(cfg.empty_margin)[0]
+  (slip,) = quoted(r"moves more than (\d+) mm while held")
+  assert slip == mm(cfg.slip_tolerance)[0]
+  (timeout,) = quoted(r"a motion stage taking longer than (\d+) s")
+  assert timeout == cfg.stage_timeout
+  (attempts,) = quoted(r"given up after (\d+) failed attempts")
+  assert attempts == cfg.max_attempts
+  reach = quoted(r"reachable table \(([\d.]+) to ([\d.]+) m from the base\)")
+  assert reach == cfg.reach
+  hz, step_mm, step_deg = quoted(
+    r"the task's own (\d+) Hz Cartesian actions \((\d+) mm and (\d+) degree per unit"
+  )
+  env = bp.bin_pick_env_cfg()
+  action = env.actions["arm"]
+  assert step_mm == mm(action.translation_scale)[0]
+  assert step_deg == pytest.approx(math.degrees(action.rotation_scale))
+  assert env.decimation * env.sim.mujoco.timestep == pytest.approx(1 / hz)
