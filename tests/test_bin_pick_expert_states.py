@@ -1,0 +1,214 @@
+"""Bin-pick expert state machine: the failure paths (empty grasp, slip, motion
+timeout), recovery and giving an object up, driven from constructed or
+perturbed states of a one-object scene (C engine) and checked against the
+rules of docs/bin_pick.md with the numbers computed here."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from mjlab.utils.lab_api.math import matrix_from_quat
+
+from experts.bin_pick.expert import (
+  GRIPPER_OPEN,
+  BinPickExpert,
+  BinPickExpertCfg,
+  Stage,
+)
+from mjlab_tasks.bin_pick.env_cfg import bin_pick_env_cfg
+from mjlab_tasks.bin_pick.mdp import CLEARED_TERM
+from mjlab_tasks.common.c_engine import make_env
+
+CFG = BinPickExpertCfg()
+
+
+@pytest.fixture(scope="module")
+def env():
+  env = make_env(
+    bin_pick_env_cfg(num_envs=1, objects=1, bin_width=0.14, bin_height=0.06),
+    device="cpu",
+    engine="mujoco",
+  )
+  yield env
+  env.close()
+
+
+def _refresh_verdict(env) -> dict[str, torch.Tensor]:
+  """Recompute the delivery verdict for the current (constructed) state."""
+  term = env.termination_manager.get_term_cfg(CLEARED_TERM).func
+  term(env)
+  return term.verdict
+
+
+@pytest.fixture
+def expert(env):
+  """A fresh expert on the poured scene, robot at home, holding its pose."""
+  env.reset()
+  env.sim.forward()
+  _refresh_verdict(env)
+  expert = BinPickExpert(env)
+  tool_pos, tool_quat = expert._tool()
+  expert.target_pos[:] = tool_pos
+  expert.target_quat[:] = tool_quat
+  expert.target_obj[:] = 0
+  expert.carry_z[:] = tool_pos[:, 2]  # Recover targets stay at the tool.
+  yield expert
+  expert.close()
+
+
+def _set(expert: BinPickExpert, stage: Stage, stage_time: float = 0.0) -> None:
+  expert.stage[:] = int(stage)
+  expert.stage_time[:] = stage_time
+
+
+def _last(expert: BinPickExpert) -> dict:
+  return expert.logs[0].transitions[-1]
+
+
+def _object_in_tool_frame(expert: BinPickExpert) -> np.ndarray:
+  tool_pos, tool_quat = expert._tool()
+  rot = matrix_from_quat(tool_quat)[0].numpy()
+  return rot.T @ (expert._object_pos()[0, 0] - tool_pos[0]).numpy()
+
+
+def _move_object(env, delta) -> None:
+  obj = env.scene["obj_00"]
+  state = torch.cat([obj.data.root_link_pose_w, torch.zeros(1, 6)], dim=-1)
+  state[0, :3] += torch.tensor(delta, dtype=torch.float32)
+  obj.write_root_state_to_sim(state)
+  env.sim.forward()
+
+
+def _assert_recovering(expert: BinPickExpert, reason: str, attempts: int) -> None:
+  """The documented failure response: counted, gripper open, a vertical rise
+  from where the tool is (to at least the carry height)."""
+  assert Stage(int(expert.stage[0])) == Stage.RECOVER
+  assert dict(expert.logs[0].failures) == {reason: 1}
+  assert int(expert.attempts[0, 0]) == attempts
+  assert _last(expert)["to"] == "recover" and _last(expert)["note"] == reason
+  assert float(expert.gripper[0]) == GRIPPER_OPEN
+  tool_pos, _ = expert._tool()
+  assert torch.allclose(expert.target_pos[0, :2], tool_pos[0, :2])
+  assert float(expert.target_pos[0, 2]) == pytest.approx(
+    max(float(tool_pos[0, 2]), float(expert.carry_z[0]))
+  )
+
+
+def test_empty_grasp_when_the_robot_does_not_touch_the_target(expert):
+  # The hand is at home, far from the object: no robot contact with it.
+  assert bool(_refresh_verdict(expert.env)["released"][0, 0])
+  _set(expert, Stage.CLOSE, CFG.close_time - 0.04)
+  expert.act()  # Still closing: the close lasts close_time.
+  assert Stage(int(expert.stage[0])) == Stage.CLOSE
+  expert.act()
+  _assert_recovering(expert, "empty_grasp", attempts=1)
+
+
+@pytest.mark.parametrize("closed, expected", [(False, Stage.LIFT), (True, None)])
+def test_empty_grasp_when_the_fingers_closed_through(expert, closed, expected):
+  # The pads touch the target (constructed contact report). Fingers closed to
+  # the stop (normalized opening -1, within the 1 mm empty margin): empty.
+  # At half opening the grasp holds and the expert lifts.
+  env = expert.env
+  fingers = [
+    env.sim.mj_model.joint(f"robot/{side}_finger_joint").qposadr[0]
+    for side in ("left", "right")
+  ]
+  qpos = env.sim.data.qpos.clone()
+  qpos[0, fingers] = -0.0275 if closed else 0.0  # 0: half of the 110 mm stroke.
+  env.sim.data.qpos[:] = qpos
+  env.sim.forward()
+  opening = float(env.sim.data.ten_length[0, expert._tendon])
+  assert opening == pytest.approx(-1.0 if closed else 0.0, abs=1e-6)
+  _refresh_verdict(env)["released"][0, 0] = False
+  _set(expert, Stage.CLOSE, CFG.close_time)
+  expert.act()
+  if expected is None:
+    _assert_recovering(expert, "empty_grasp", attempts=1)
+  else:
+    assert Stage(int(expert.stage[0])) == expected
+    assert not expert.logs[0].failures
+    # The hold offset is the object in the tool frame at the close.
+    np.testing.assert_allclose(
+      expert.hold_offset[0].numpy(), _object_in_tool_frame(expert), atol=1e-5
+    )
+
+
+@pytest.mark.parametrize("shift, slips", [(0.015, False), (0.025, True)])
+def test_slip_is_object_motion_relative_to_the_tool(expert, shift, slips):
+  # Held (lifting), then the object moves relative to the unmoved tool.
+  _set(expert, Stage.LIFT)
+  expert.target_pos[0, 2] += 0.1  # Not arrived: lifting continues.
+  expert.hold_offset[0] = torch.tensor(_object_in_tool_frame(expert))
+  _move_object(expert.env, [0.0, shift, 0.0])
+  moved = np.linalg.norm(_object_in_tool_frame(expert) - expert.hold_offset[0].numpy())
+  assert moved == pytest.approx(shift, abs=1e-5)
+  expert.act()
+  if slips:  # More than the 20 mm slip tolerance.
+    _assert_recovering(expert, "slip", attempts=1)
+  else:
+    assert Stage(int(expert.stage[0])) == Stage.LIFT
+    assert not expert.logs[0].failures
+
+
+def test_motion_timeout_recovers_vertically_then_plans_again(expert):
+  env = expert.env
+  _set(expert, Stage.DESCEND, CFG.stage_timeout + 0.01)
+  expert.target_pos[0, 2] -= 0.05  # Still descending.
+  tool_start, _ = expert._tool()
+  expert.carry_z[0] = float(tool_start[0, 2]) + 0.03  # Recover rises 30 mm.
+  expert.act()
+  _assert_recovering(expert, "timeout_descend", attempts=1)
+  # Recovery moves straight up, gripper open, until it arrives; then plans.
+  for _ in range(60):
+    actions = expert.act()
+    if Stage(int(expert.stage[0])) != Stage.RECOVER:
+      break
+    # Straight up: the command's horizontal part only absorbs the arm's
+    # sub-millimetre target lag (actions are in 5 mm units).
+    assert actions[0, :2].abs().max() < 0.1 and actions[0, 2] > 0, actions
+    assert float(actions[0, 6]) == GRIPPER_OPEN
+    env.step(actions)
+  tool_end, _ = expert._tool()
+  assert torch.linalg.vector_norm(tool_end[0, :2] - tool_start[0, :2]) < 0.004
+  assert float(tool_end[0, 2]) == pytest.approx(
+    float(tool_start[0, 2]) + 0.03, abs=CFG.pos_tolerance
+  )
+  expert.act()  # Plans on the step after the recovery arrived.
+  moves = [(t["from"], t["to"]) for t in expert.logs[0].transitions]
+  # Arrived: plan again, and (one attempt used of three) the object is
+  # planned again.
+  assert moves[-2:] == [("recover", "plan"), ("plan", "move_above")]
+  assert int(expert.target_obj[0]) == 0
+
+
+def test_stalled_recovery_times_out_into_planning(expert):
+  _set(expert, Stage.RECOVER, CFG.stage_timeout + 0.01)
+  expert.target_pos[0, 2] += 0.2  # Never reached.
+  expert.act()
+  first = expert.logs[0].transitions[0]
+  assert (first["from"], first["to"], first["note"]) == ("recover", "plan", "timeout")
+  assert not expert.logs[0].failures  # A stalled recovery is not an attempt.
+
+
+@pytest.mark.parametrize("used, gives_up", [(1, False), (2, True)])
+def test_object_given_up_after_three_failed_attempts(expert, used, gives_up):
+  # The object already failed `used` times; one more empty grasp, then the
+  # recovery arrives (its target is the tool pose) and the expert plans.
+  assert CFG.max_attempts == 3
+  expert.attempts[0, 0] = used
+  _set(expert, Stage.CLOSE, CFG.close_time)
+  expert.act()
+  _assert_recovering(expert, "empty_grasp", attempts=used + 1)
+  expert.act()  # The recovery arrived (its target is the tool): plan next.
+  expert.act()
+  log = expert.logs[0]
+  moves = [(t["from"], t["to"]) for t in log.transitions]
+  if gives_up:  # 3 failed attempts: no eligible object is left.
+    assert moves[-2:] == [("recover", "plan"), ("plan", "done")]
+    assert log.outcome == "finished" and bool(expert.done[0])
+    assert log.transitions[-1]["note"] == "no feasible grasp left"
+  else:
+    assert moves[-2:] == [("recover", "plan"), ("plan", "move_above")]
+    assert log.outcome is None and int(expert.target_obj[0]) == 0
