@@ -278,8 +278,10 @@ class CubeTrayEvaluator:
     ``placement_conditions`` plus ``reason`` [B] (``Reason``; ``SETTLING`` for
     placed cubes whose clock has not yet reached the limit, ``NONE`` once
     succeeded), ``calm_steps`` [B] (consecutive placed physics steps),
-    ``settled_time`` [B] (s), ``success`` [B] (bool, kept from the step the
-    clock reached the limit until ``reset``) and ``outcome`` [B] (``Outcome``).
+    ``settled_time`` [B] (s), ``settled`` [B] (bool: placed and calm for the
+    whole settling time now), ``success`` [B] (bool, kept from the step the
+    clock first reached the limit until ``reset``) and ``outcome`` [B]
+    (``Outcome``).
     A state that is not valid is ``INDETERMINATE`` and not a success,
     whatever came before.
     """
@@ -296,6 +298,7 @@ class CubeTrayEvaluator:
     outcome[success] = int(Outcome.SUCCESS)
     outcome[~valid] = int(Outcome.INDETERMINATE)
     self._verdict = c | dict(
+      settled=placed & (calm >= self.required_steps),
       calm_steps=calm,
       settled_time=calm * self.physics_dt,
       success=success,

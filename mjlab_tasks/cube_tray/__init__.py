@@ -9,7 +9,7 @@ TASK_ID = "CubeTray-UR5-RG2"
 
 register_mjlab_task(
   task_id=TASK_ID,
-  env_cfg=cube_tray_env_cfg(),
+  env_cfg=cube_tray_env_cfg(end_on_success=False),
   play_env_cfg=cube_tray_env_cfg(play=True),
   rl_cfg=ppo_runner_cfg("cube_tray_ur5_rg2"),
 )

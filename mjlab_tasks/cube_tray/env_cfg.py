@@ -35,7 +35,7 @@ from mjlab.managers.termination_manager import TerminationTermCfg
 from mjlab.sensor import ContactMatch, ContactSensorCfg
 from mjlab.utils.noise import UniformNoiseCfg
 
-from assets.ur5_rg2 import TCP_SITE_NAME
+from assets.ur5_rg2 import PAD_GEOM_NAMES, TCP_SITE_NAME
 from mjlab_tasks.common import mdp as common_mdp
 from mjlab_tasks.common.props import open_box_spec
 from mjlab_tasks.common.scene import (
@@ -91,6 +91,7 @@ def cube_tray_env_cfg(
   arm_action: Literal["cartesian", "joint"] = "cartesian",
   randomize: bool = True,
   num_envs: int = 1,
+  end_on_success: bool = True,
 ) -> ManagerBasedRlEnvCfg:
   """Cube-in-tray environment.
 
@@ -99,6 +100,10 @@ def cube_tray_env_cfg(
     arm_action: ``"cartesian"`` for policies, ``"joint"`` for joint-space experts.
     randomize: Randomize cube and tray poses at reset (else the nominal case).
     num_envs: Number of parallel environments.
+    end_on_success: Success ends the episode (evaluation). The training
+      configuration sets False: the settled state is then absorbing and pays
+      the most per step until the time-out, so finishing is worth more than
+      any other behaviour (see ``mdp.cube_tray_progress``).
   """
   names = CubeTrayNames(tray_floor_top=TRAY_FLOOR)
   cfg = make_robot_env_cfg(
@@ -131,21 +136,52 @@ def cube_tray_env_cfg(
       fields=("found",),
       reduce="none",
     ),
+    *(
+      ContactSensorCfg(
+        name=sensor,
+        primary=ContactMatch(mode="geom", pattern=pad, entity=ROBOT),
+        secondary=ContactMatch(mode="body", pattern="cube", entity=names.cube),
+        fields=("found",),
+        reduce="none",
+      )
+      for sensor, pad in zip(names.pad_sensors, PAD_GEOM_NAMES, strict=True)
+    ),
   )
 
   cube_cfg = SceneEntityCfg(names.cube)
   tray_cfg = SceneEntityCfg(names.tray)
   noise = None if play else UniformNoiseCfg(n_min=-0.002, n_max=0.002)
   actor = robot_observations()
-  actor["cube_pose"] = ObservationTermCfg(
-    func=common_mdp.root_pose, params={"asset_cfg": cube_cfg}, noise=noise
+  # Task vectors in the robot base frame (as mjlab's lift-cube task):
+  # tool to cube, cube to its resting place at the tray centre, the cube's
+  # orientation (the grasp needs its yaw), and whether both pads hold it.
+  actor["tcp_to_cube"] = ObservationTermCfg(
+    func=mdp.relative_position_b,
+    params={"source": ROBOT, "source_site": TCP_SITE_NAME, "target": names.cube},
+    noise=noise,
   )
-  actor["tray_pose"] = ObservationTermCfg(
-    func=common_mdp.root_pose, params={"asset_cfg": tray_cfg}, noise=noise
+  actor["cube_to_goal"] = ObservationTermCfg(
+    func=mdp.relative_position_b,
+    params={
+      "source": names.cube,
+      "target": names.tray,
+      "target_offset": (0.0, 0.0, TRAY_FLOOR + CUBE_HALF),
+    },
+    noise=noise,
   )
+  actor["cube_quat"] = ObservationTermCfg(
+    func=mdp.cube_quat_b, params={"cube": names.cube}
+  )
+  actor["grasped"] = ObservationTermCfg(func=mdp.grasp_state, params={"names": names})
   critic = {
     k: ObservationTermCfg(func=v.func, params=v.params) for k, v in actor.items()
   }
+  critic["cube_pose"] = ObservationTermCfg(
+    func=common_mdp.root_pose, params={"asset_cfg": cube_cfg}
+  )
+  critic["tray_pose"] = ObservationTermCfg(
+    func=common_mdp.root_pose, params={"asset_cfg": tray_cfg}
+  )
   critic["cube_velocity"] = ObservationTermCfg(
     func=mdp.cube_velocity, params={"cube": names.cube}
   )
@@ -171,27 +207,15 @@ def cube_tray_env_cfg(
 
   cfg.terminations = {
     "time_out": TerminationTermCfg(func=mjlab_terms.time_out, time_out=True),
-    SUCCESS_TERM: TerminationTermCfg(func=mdp.cube_tray_success),
     "nan": TerminationTermCfg(func=mjlab_terms.nan_detection),
   }
+  if end_on_success:
+    cfg.terminations[SUCCESS_TERM] = TerminationTermCfg(func=mdp.cube_tray_success)
   cfg.rewards = {
-    "reach": RewardTermCfg(
-      func=mdp.reach_cube,
+    "progress": RewardTermCfg(
+      func=mdp.cube_tray_progress,
       weight=1.0,
-      params={"tcp_site": TCP_SITE_NAME, "robot": ROBOT},
-    ),
-    "lift": RewardTermCfg(
-      func=mdp.cube_lifted, weight=1.0, params={"cube": names.cube}
-    ),
-    "transport": RewardTermCfg(func=mdp.cube_to_tray, weight=2.0),
-    "contained": RewardTermCfg(
-      func=mdp.verdict_flag, weight=2.0, params={"key": "contained"}
-    ),
-    "placed": RewardTermCfg(
-      func=mdp.verdict_flag, weight=4.0, params={"key": "placed"}
-    ),
-    "success": RewardTermCfg(
-      func=mdp.verdict_flag, weight=50.0, params={"key": "success"}
+      params={"tcp_site": TCP_SITE_NAME, "names": names, "robot": ROBOT},
     ),
     "action_rate": RewardTermCfg(func=mjlab_rewards.action_rate_l2, weight=-0.01),
   }
@@ -208,6 +232,9 @@ def cube_tray_env_cfg(
     ),
     "released": MetricsTermCfg(
       func=mdp.verdict_flag, params={"key": "released"}, reduce="last"
+    ),
+    "grasped": MetricsTermCfg(
+      func=mdp.grasp_state_flag, params={"names": names}, reduce="max"
     ),
   }
   return cfg

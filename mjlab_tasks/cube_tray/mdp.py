@@ -8,7 +8,12 @@ from typing import TYPE_CHECKING
 import torch
 from mjlab.entity.data import compute_velocity_from_cvel
 from mjlab.managers.metrics_manager import MetricsTermCfg
-from mjlab.utils.lab_api.math import matrix_from_quat
+from mjlab.utils.lab_api.math import (
+  matrix_from_quat,
+  quat_apply_inverse,
+  quat_inv,
+  quat_mul,
+)
 
 from evaluators.cube_tray import CubeTrayEvaluator, CubeTrayState, CubeTrayThresholds
 
@@ -30,6 +35,8 @@ class CubeTrayNames:
   robot_sensor: str = "cube_robot_contact"
   tray_floor_top: float = 0.005
   """Height of the tray floor's top surface above the tray origin [m]."""
+  pad_sensors: tuple[str, str] = ("left_pad_cube", "right_pad_cube")
+  """Contact sensors between each RG2 pad and the cube."""
 
 
 # Columns of one raw reading of the evaluator's inputs, as read from the
@@ -171,37 +178,116 @@ def verdict_flag(env: ManagerBasedRlEnv, key: str) -> torch.Tensor:
   return cube_tray_verdict(env)[key].float()
 
 
-def reach_cube(
-  env: ManagerBasedRlEnv,
-  tcp_site: str,
-  robot: str = "robot",
-  cube: str = "cube",
-  std: float = 0.1,
-) -> torch.Tensor:
-  """1 - tanh(distance(tool, cube) / std), [num_envs]."""
-  entity = env.scene[robot]
-  site_id = entity.indexing.site_ids[entity.find_sites(tcp_site)[0][0]]
-  tcp = env.sim.data.site_xpos[:, site_id]
-  dist = torch.linalg.vector_norm(env.scene[cube].data.root_link_pos_w - tcp, dim=-1)
-  return 1.0 - torch.tanh(dist / std)
-
-
-def cube_to_tray(
-  env: ManagerBasedRlEnv, cube: str = "cube", tray: str = "tray", std: float = 0.1
-) -> torch.Tensor:
-  """1 - tanh(horizontal distance(cube, tray centre) / std), [num_envs]."""
-  delta = env.scene[cube].data.root_link_pos_w - env.scene[tray].data.root_link_pos_w
-  return 1.0 - torch.tanh(torch.linalg.vector_norm(delta[:, :2], dim=-1) / std)
-
-
-def cube_lifted(
-  env: ManagerBasedRlEnv, cube: str = "cube", min_height: float = 0.04
-) -> torch.Tensor:
-  """1 when the cube centre is ``min_height`` above its resting height."""
-  z = env.scene[cube].data.root_link_pos_w[:, 2] - env.scene.env_origins[:, 2]
-  return (z > 0.02 + min_height).float()
-
-
 def cube_velocity(env: ManagerBasedRlEnv, cube: str = "cube") -> torch.Tensor:
   """Cube linear and angular velocity (world frame), [num_envs, 6]."""
   return env.scene[cube].data.root_link_vel_w
+
+
+def cube_grasped(env: ManagerBasedRlEnv, names: CubeTrayNames) -> torch.Tensor:
+  """Both RG2 pads touch the cube (the pad contact sensors), [num_envs] bool."""
+  touching = [
+    env.scene.sensors[name].data.found.reshape(env.num_envs, -1).sum(dim=-1) > 0
+    for name in names.pad_sensors
+  ]
+  return touching[0] & touching[1]
+
+
+def grasp_state_flag(env: ManagerBasedRlEnv, names: CubeTrayNames) -> torch.Tensor:
+  """Metric: 1 while both pads touch the cube, [num_envs]."""
+  return cube_grasped(env, names).float()
+
+
+def grasp_state(env: ManagerBasedRlEnv, names: CubeTrayNames) -> torch.Tensor:
+  """Observation: 1 while both pads touch the cube, else 0, [num_envs, 1]."""
+  return cube_grasped(env, names).float().unsqueeze(-1)
+
+
+# Reward levels of the stages (ManiSkill-style normalized dense reward): each
+# stage's best is below the next stage's worst, and only a settled cube earns
+# the maximum, so finishing is worth more per step than any stage before it.
+REACH_MAX = 0.2
+GRASP_BASE, CARRY_GAIN, LOWER_GAIN = 0.3, 0.2, 0.1  # held: 0.3 .. 0.6
+PUT_DOWN_HELD = 0.65  # resting in the tray, still held
+RELEASED_BASE, CALM_GAIN = 0.75, 0.2  # released in the tray: 0.75 .. 0.95
+SETTLED = 1.0
+
+
+def cube_tray_progress(
+  env: ManagerBasedRlEnv,
+  tcp_site: str,
+  names: CubeTrayNames = CubeTrayNames(),
+  robot: str = "robot",
+) -> torch.Tensor:
+  """Staged dense reward in [0, 1], [num_envs].
+
+  - reach (cube not held): ``0.2 * reach``, ``reach`` in [0, 1] from the tool
+    to cube distance (a far and a near tanh, so it has slope at the start
+    distance of 0.3 to 0.45 m as well as near the cube);
+  - held (both pads on the cube): 0.3, plus up to 0.2 as the cube comes over
+    the tray centre, plus up to 0.1 as it comes down to the floor once over
+    the footprint;
+  - resting in the tray, still held: 0.65;
+  - resting in the tray, released: 0.75, rising to 0.95 as the settling clock
+    runs;
+  - settled (the evaluator's conditions held for 0.5 s, now): 1.0.
+
+  A policy that holds the cube over the tray forever earns at most 0.6 per
+  step; letting go leads to 1.0 per step. The settled state is absorbing in
+  the training configuration (success does not end the episode), so its
+  value is the largest of any state.
+  """
+  verdict = cube_tray_verdict(env)
+  entity = env.scene[robot]
+  site_id = entity.indexing.site_ids[entity.find_sites(tcp_site)[0][0]]
+  tcp = env.sim.data.site_xpos[:, site_id]
+  cube = env.scene[names.cube].data.root_link_pos_w
+  tray = env.scene[names.tray].data.root_link_pos_w
+  dist = torch.linalg.vector_norm(cube - tcp, dim=-1)
+  reach = 0.5 * (1 - torch.tanh(dist / 0.3)) + 0.5 * (1 - torch.tanh(dist / 0.03))
+  over = torch.linalg.vector_norm(cube[:, :2] - tray[:, :2], dim=-1)
+  carry = 1 - torch.tanh(over / 0.1)
+  gap = (cube[:, 2] - (tray[:, 2] + names.tray_floor_top + 0.02)).clamp_min(0.0)
+  over_footprint = (cube[:, :2] - tray[:, :2]).abs().amax(dim=-1) <= 0.03
+  lower = over_footprint.float() * (1 - torch.tanh(gap / 0.05))
+  reward = REACH_MAX * reach
+  held = GRASP_BASE + CARRY_GAIN * carry + LOWER_GAIN * lower
+  reward = torch.where(cube_grasped(env, names), held, reward)
+  in_tray = verdict["contained"] & verdict["supported"]
+  reward = torch.where(in_tray & ~verdict["released"], PUT_DOWN_HELD, reward)
+  evaluator_steps = env.metrics_manager.cfg[VERDICT_TERM].func.evaluator.required_steps
+  calm = (verdict["calm_steps"].float() / evaluator_steps).clamp(max=1.0)
+  released = RELEASED_BASE + CALM_GAIN * calm
+  reward = torch.where(in_tray & verdict["released"], released, reward)
+  return torch.where(verdict["settled"], SETTLED, reward)
+
+
+def relative_position_b(
+  env: ManagerBasedRlEnv,
+  source: str,
+  target: str,
+  robot: str = "robot",
+  target_offset: tuple[float, float, float] = (0.0, 0.0, 0.0),
+  source_site: str | None = None,
+) -> torch.Tensor:
+  """Vector from ``source`` (an entity, or a site of the robot) to ``target``
+  (an entity, plus an offset in the world frame), in the robot base frame,
+  [num_envs, 3]."""
+  base = env.scene[robot].data.root_link_pose_w
+  if source_site is not None:
+    entity = env.scene[robot]
+    site_id = entity.indexing.site_ids[entity.find_sites(source_site)[0][0]]
+    start = env.sim.data.site_xpos[:, site_id]
+  else:
+    start = env.scene[source].data.root_link_pos_w
+  end = env.scene[target].data.root_link_pos_w + torch.tensor(
+    target_offset, device=env.device
+  )
+  return quat_apply_inverse(base[:, 3:7], end - start)
+
+
+def cube_quat_b(
+  env: ManagerBasedRlEnv, cube: str = "cube", robot: str = "robot"
+) -> torch.Tensor:
+  """The cube's orientation in the robot base frame (w, x, y, z), [num_envs, 4]."""
+  base = env.scene[robot].data.root_link_pose_w
+  return quat_mul(quat_inv(base[:, 3:7]), env.scene[cube].data.root_link_quat_w)

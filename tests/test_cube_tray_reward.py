@@ -1,0 +1,86 @@
+"""Cube in tray: the reward makes finishing the best thing a policy can do.
+
+Measured as the training configuration pays it (C engine, 4 randomized
+environments, success absorbing): from the moment the expert releases the
+cube, letting go and settling is worth more (discounted return, gamma 0.99,
+the PPO runner's) than holding the cube over the tray forever; no state
+before success pays as much per step as the settled state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import numpy as np
+import torch
+
+from experts.cube_tray import ACTION_NAMES, CubeTrayExpert
+from mjlab_tasks.common.c_engine import make_env
+from mjlab_tasks.common.rl_cfg import ppo_runner_cfg
+from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
+from mjlab_tasks.cube_tray.mdp import SETTLED, cube_tray_verdict
+
+RELEASE = ACTION_NAMES.index("release")
+STEPS = 220  # 11 s: the expert settles the cube within 4.5 to 9.4 s (docs).
+
+
+def _rollout(
+  seed: int, hold_after_release: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """Per-step rewards [T, 4] (undone dt scaling), the release step per env,
+  and whether each env ended settled."""
+  cfg = cube_tray_env_cfg(arm_action="joint", num_envs=4, end_on_success=False)
+  cfg.seed = seed
+  cfg.episode_length_s = 30.0  # no time-out inside the window
+  with contextlib.redirect_stdout(io.StringIO()):
+    env = make_env(cfg)
+  try:
+    env.reset()
+    expert = CubeTrayExpert(env)
+    expert.reset()
+    rewards, release = [], np.full(4, -1)
+    for t in range(STEPS):
+      action = expert.act()
+      releasing = (expert.index >= RELEASE).numpy()
+      release[(release < 0) & releasing] = t
+      if hold_after_release:
+        action[torch.from_numpy(releasing), 6] = -1.0  # keep the pinch
+      _, reward, terminated, truncated, _ = env.step(action)
+      assert not (terminated | truncated).any()
+      rewards.append(reward.numpy() / env.step_dt)
+    settled = cube_tray_verdict(env)["settled"].numpy()
+    expert.close()
+    return np.array(rewards), release, settled
+  finally:
+    env.close()
+
+
+def _return_from(rewards: np.ndarray, start: int, gamma: float) -> float:
+  """Discounted return from ``start``; the last reward continues forever
+  (both end states are steady: settled, or holding still)."""
+  tail = rewards[start:]
+  disc = gamma ** np.arange(len(tail))
+  return float(disc @ tail + gamma ** len(tail) * tail[-1] / (1 - gamma))
+
+
+def test_letting_go_beats_holding_the_cube_over_the_tray(rng_seed):
+  gamma = ppo_runner_cfg("x").algorithm.gamma
+  seed = int(rng_seed % (1 << 31))
+  let_go, release, settled = _rollout(seed, hold_after_release=False)
+  hold, release_hold, settled_hold = _rollout(seed, hold_after_release=True)
+  assert (release >= 0).all() and np.array_equal(release, release_hold)
+  assert settled.all() and not settled_hold.any()
+  for i in range(4):
+    # Before the release both runs are the same run.
+    np.testing.assert_array_equal(let_go[: release[i], i], hold[: release[i], i])
+    g_let_go = _return_from(let_go[:, i], release[i], gamma)
+    g_hold = _return_from(hold[:, i], release[i], gamma)
+    print(f"env {i}: let go {g_let_go:.1f}, hold {g_hold:.1f} (gamma {gamma})")
+    assert g_let_go > 1.2 * g_hold
+    # Holding still pays less per step than the settled state.
+    assert hold[-1, i] < 0.7 * SETTLED
+  # The settled state pays the most of any state the expert went through.
+  assert let_go.max() <= SETTLED + 1e-6
+  settled_steps = np.isclose(let_go, SETTLED, atol=1e-3)
+  assert (let_go[~settled_steps] < 0.96).all()
