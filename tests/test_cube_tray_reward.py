@@ -84,3 +84,44 @@ def test_letting_go_beats_holding_the_cube_over_the_tray(rng_seed):
   assert let_go.max() <= SETTLED + 1e-6
   settled_steps = np.isclose(let_go, SETTLED, atol=1e-3)
   assert (let_go[~settled_steps] < 0.96).all()
+
+
+def test_task_vectors_are_in_the_robot_base_frame(rng_seed):
+  """The actor's tool-to-cube and cube-to-goal vectors against a SciPy
+  rotation of the world vectors into the base frame (randomized scenes)."""
+  from scipy.spatial.transform import Rotation
+
+  from assets.ur5_rg2 import TCP_SITE_NAME
+  from mjlab_tasks.cube_tray.env_cfg import CUBE_HALF, TRAY_FLOOR
+
+  cfg = cube_tray_env_cfg(num_envs=3, play=True)  # play: no observation noise
+  cfg.seed = int(rng_seed % (1 << 31))
+  with contextlib.redirect_stdout(io.StringIO()):
+    env = make_env(cfg)
+  try:
+    obs, _ = env.reset()
+    terms = env.observation_manager.active_terms["actor"]
+    dims = env.observation_manager.group_obs_term_dim["actor"]
+    split = dict(
+      zip(terms, torch.split(obs["actor"], [d[0] for d in dims], dim=-1), strict=True)
+    )
+    robot = env.scene["robot"]
+    base = Rotation.from_quat(
+      robot.data.root_link_quat_w.double().numpy(), scalar_first=True
+    )
+    site = robot.indexing.site_ids[robot.find_sites(TCP_SITE_NAME)[0][0]]
+    tcp = env.sim.data.site_xpos[:, site].double().numpy()
+    cube = env.scene["cube"].data.root_link_pos_w.double().numpy()
+    goal = env.scene["tray"].data.root_link_pos_w.double().numpy()
+    goal[:, 2] += TRAY_FLOOR + CUBE_HALF
+    np.testing.assert_allclose(
+      split["tcp_to_cube"], base.inv().apply(cube - tcp), atol=1e-5
+    )
+    np.testing.assert_allclose(
+      split["cube_to_goal"], base.inv().apply(goal - cube), atol=1e-5
+    )
+    # The base faces +x in the world with yaw 0 or pi: not an identity check.
+    assert not np.allclose(split["tcp_to_cube"].numpy(), cube - tcp, atol=1e-3)
+    assert split["grasped"].eq(0).all()  # Nothing held at reset.
+  finally:
+    env.close()
