@@ -25,10 +25,6 @@ from experts.bin_pick.grasps import (
   tool_rotation,
 )
 
-RNG_SEED = (
-  np.random.SeedSequence().entropy
-)  # Fresh inputs every run; printed on failure.
-
 
 def _posed(geom_kwargs: dict) -> tuple[mujoco.MjModel, mujoco.MjData]:
   spec = mujoco.MjSpec()
@@ -56,8 +52,8 @@ def _box_strip_reference(half, yaw, direction, v_centre, half_width):
 
 
 @pytest.mark.parametrize("trial", range(6))
-def test_box_section_widths_match_sampled_rectangle(trial):
-  rng = np.random.default_rng([RNG_SEED, trial])
+def test_box_section_widths_match_sampled_rectangle(trial, rng_seed):
+  rng = np.random.default_rng([rng_seed, trial])
   half = rng.uniform(0.01, 0.05, 3)
   yaw, direction = rng.uniform(-math.pi, math.pi, 2)
   quat = np.zeros(4)
@@ -72,17 +68,17 @@ def test_box_section_widths_match_sampled_rectangle(trial):
     got = strip_extent(a, b, v_centre, 0.0125)
     ref = _box_strip_reference(half, yaw, direction, v_centre, 0.0125)
     if ref is None:
-      assert got is None, f"seed {RNG_SEED}"
+      assert got is None
       continue
-    assert got is not None, f"seed {RNG_SEED}"
+    assert got is not None
     # The sampling grid spacing bounds the reference's error.
     grid = 2 * max(half[:2]) / 800
-    assert got == pytest.approx(ref, abs=2 * grid + 1e-9), f"seed {RNG_SEED}"
+    assert got == pytest.approx(ref, abs=2 * grid + 1e-9)
 
 
 @pytest.mark.parametrize("trial", range(6))
-def test_cylinder_section_widths_match_analytic_chords(trial):
-  rng = np.random.default_rng([RNG_SEED, 100 + trial])
+def test_cylinder_section_widths_match_analytic_chords(trial, rng_seed):
+  rng = np.random.default_rng([rng_seed, 100 + trial])
   radius, half_len = rng.uniform(0.01, 0.04), rng.uniform(0.02, 0.06)
   model, data = _posed(
     dict(type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[radius, half_len, 0.0])
@@ -96,14 +92,12 @@ def test_cylinder_section_widths_match_analytic_chords(trial):
     got = strip_extent(a, b, v_centre, half_width)
     nearest = max(0.0, abs(v_centre) - half_width)
     if nearest >= radius:
-      assert got is None or got[1] - got[0] < 2e-3 * radius, f"seed {RNG_SEED}"
+      assert got is None or got[1] - got[0] < 2e-3 * radius
       continue
     chord = 2 * math.sqrt(radius**2 - nearest**2)
-    assert got is not None, f"seed {RNG_SEED}"
+    assert got is not None
     # 64-gon tessellation: widths within 0.2% (plus a sliver at grazing strips).
-    assert got[1] - got[0] == pytest.approx(chord, rel=2e-3, abs=2e-4), (
-      f"seed {RNG_SEED}"
-    )
+    assert got[1] - got[0] == pytest.approx(chord, rel=2e-3, abs=2e-4)
     assert 0.5 * (got[0] + got[1]) == pytest.approx(0.0, abs=2e-4)
 
 
