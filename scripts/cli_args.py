@@ -88,12 +88,14 @@ def parse(args_type: type[T], argv: Sequence[str] | None = None) -> T:
   captured = io.StringIO()
   try:
     with contextlib.redirect_stderr(captured):
-      return tyro.cli(args_type, args=argv)
+      args = tyro.cli(args_type, args=argv)
   except SystemExit as exit_:
     if exit_.code in (0, None):  # --help (printed on stdout).
       sys.stderr.write(captured.getvalue())
       raise
     fail(condense_tyro_error(captured.getvalue()))
+  sys.stderr.write(captured.getvalue())  # Warnings of a successful parse.
+  return args
 
 
 def check_at_least(minimum: float, **values: float | None) -> None:
