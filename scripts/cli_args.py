@@ -21,6 +21,7 @@ import io
 import os
 import re
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, NoReturn, TypeVar
@@ -41,6 +42,11 @@ def _load_triton_before_osmesa() -> None:
 
 
 _load_triton_before_osmesa()
+# A dependency's import-time deprecation notice, printed on every run: noise
+# in front of the tools' own output and one-line errors.
+warnings.filterwarnings(
+  "ignore", message="`torch.jit.script` is deprecated", category=FutureWarning
+)
 _BOX_BORDER = re.compile(r"^[\s│╭╰╮╯]*|[\s│╭╰╮╯]*$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _RULE = re.compile(r"[─-]{3,}")
