@@ -509,7 +509,7 @@ def resolve_engine(engine: str | None, device: str) -> Engine:
 
 
 @contextlib.contextmanager
-def _simulation_class(cls):
+def simulation_class(cls):
   """Build mjlab's environment around another simulation class."""
   import mjlab.envs.manager_based_rl_env as env_module
 
@@ -544,5 +544,5 @@ def make_env(
       raise ValueError("num_threads applies to the C MuJoCo engine only")
     return ManagerBasedRlEnv(cfg, device=device, **kwargs)
   simulation = functools.partial(CMujocoSimulation, num_threads=num_threads)
-  with _simulation_class(simulation):
+  with simulation_class(simulation):
     return ManagerBasedRlEnv(cfg, device=device, **kwargs)

@@ -33,6 +33,7 @@ def ppo_runner_cfg(experiment_name: str) -> RslRlOnPolicyRunnerCfg:
       max_grad_norm=1.0,
     ),
     experiment_name=experiment_name,
+    logger="tensorboard",  # no account needed; --agent.logger wandb to change
     save_interval=100,
     num_steps_per_env=24,
     max_iterations=5_000,

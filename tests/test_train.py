@@ -1,0 +1,41 @@
+"""scripts/train.py: mjlab's own PPO training on the C engine, end to end."""
+
+from __future__ import annotations
+
+import pytest
+from script_runner import run_script
+
+
+@pytest.mark.parametrize("task", ["CubeTray-UR5-RG2"])
+def test_two_ppo_iterations_on_the_c_engine_write_a_checkpoint(tmp_path, task):
+  result = run_script(
+    "train.py",
+    task,
+    "--engine",
+    "mujoco",
+    "--env.scene.num-envs",
+    "4",
+    "--agent.num-steps-per-env",
+    "8",
+    "--agent.max-iterations",
+    "2",
+    "--log-root",
+    str(tmp_path),
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  (run,) = [p for p in tmp_path.glob("*/*") if p.is_dir()]
+  assert sorted(p.name for p in run.glob("model_*.pt")) == ["model_0.pt", "model_1.pt"]
+  assert list(run.glob("events.out.tfevents.*"))  # tensorboard by default
+  assert (run / "params" / "env.yaml").is_file()
+  assert "Learning iteration 1/2" in result.stdout
+
+
+def test_bad_engine_and_task_are_one_line_errors():
+  for args, expected in (
+    (("CubeTray-UR5-RG2", "--engine", "bullet"), "--engine must be warp or mujoco"),
+    (("NoSuchTask",), "unknown task 'NoSuchTask'"),
+  ):
+    result = run_script("train.py", *args)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode != 0 and len(lines) == 1, result.stderr
+    assert expected in lines[0] and "Traceback" not in result.stderr
