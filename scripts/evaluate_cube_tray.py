@@ -1,10 +1,12 @@
-"""Batch evaluation of the cube-in-tray reference expert.
+"""Batch evaluation on the cube-in-tray task: the reference expert, or a
+trained policy (``--policy``).
 
-Runs the expert in ``--num-envs`` parallel environments until ``--episodes``
-episodes have ended (success or time-out), scoring each with the task's
-evaluator, and writes a report.
+Runs the controller in ``--num-envs`` parallel environments until
+``--episodes`` episodes have ended (success or time-out), scoring each with
+the task's evaluator, and writes a report.
 
   python scripts/evaluate_cube_tray.py --num-envs 4 --episodes 8 --output reports/ct_run
+  python scripts/evaluate_cube_tray.py --policy logs/rsl_rl/cube_tray_ur5_rg2/RUN/model_200.pt
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from cli_args import (
   check_at_least,
   check_device,
   check_engine,
+  check_file,
   check_new_folder,
   create_folder,
   fail,
@@ -63,6 +66,10 @@ class Args:
   """Record mp4 videos of the first N environments (needs --output)."""
   verbose: bool = False
   """Also print mjlab's environment summary (its manager tables) while building."""
+  policy: Path | None = None
+  """An rsl_rl checkpoint (model_N.pt from scripts/train.py or mjlab's train)
+  to score in place of the expert; it acts with the task's Cartesian actions
+  on its observations without noise."""
 
 
 @contextlib.contextmanager
@@ -85,10 +92,47 @@ def check_args(args: Args) -> tuple[str, str, int]:
   engine = check_engine(args.engine, device)
   if args.output is not None:
     check_new_folder(args.output)
+  if args.policy is not None:
+    check_file(args.policy, "--policy")
+    if args.policy.suffix != ".pt":
+      fail(f"--policy takes an rsl_rl checkpoint (.pt), got {args.policy.name!r}.")
   if args.videos:
     prepare_offscreen_gl("--videos")
   episodes = args.num_envs if args.episodes is None else args.episodes
   return device, engine, episodes
+
+
+def make_controller(env, policy: Path | None, device: str):
+  """The privileged expert, or the trained policy at ``policy``."""
+  if policy is None:
+    from experts.cube_tray import CubeTrayExpert
+
+    expert = CubeTrayExpert(env)
+    expert.reset()
+    return expert
+  from mjlab_tasks.common.policy import CheckpointPolicy
+
+  try:
+    return CheckpointPolicy(env, "CubeTray-UR5-RG2", policy, device)
+  except ValueError as err:
+    fail(str(err).splitlines()[0])
+
+
+def controller_fields(controller, i: int) -> dict:
+  """Per-episode report fields only the expert has (its plan and actions)."""
+  if not hasattr(controller, "plan_ok"):
+    return {}
+  return {
+    "expert_actions_issued": int(controller.index[i]) + 1,
+    "expert_plan_ok": bool(controller.plan_ok[i]),
+    "expert_action_timeouts": int(controller.timeouts[i]),
+  }
+
+
+def describe(controller) -> str:
+  if hasattr(controller, "checkpoint"):
+    return f"policy checkpoint {controller.checkpoint}"
+  return "experts.cube_tray.CubeTrayExpert (privileged reference)"
 
 
 def main(args: Args) -> int:
@@ -96,7 +140,6 @@ def main(args: Args) -> int:
   out_dir = create_folder(args.output) if args.output is not None else None
 
   from evaluators.cube_tray import OUTCOME_NAMES, REASON_NAMES, Outcome, Reason
-  from experts.cube_tray import CubeTrayExpert
   from mjlab_tasks.common.c_engine import make_env
   from mjlab_tasks.common.mdp import physics_health
   from mjlab_tasks.common.runtime import source_snapshot
@@ -105,15 +148,17 @@ def main(args: Args) -> int:
   from mjlab_tasks.cube_tray.mdp import cube_tray_verdict
 
   cfg = cube_tray_env_cfg(
-    arm_action="joint", randomize=not args.nominal, num_envs=args.num_envs
+    play=args.policy is not None,  # no observation noise for a policy
+    arm_action="joint" if args.policy is None else "cartesian",
+    randomize=not args.nominal,
+    num_envs=args.num_envs,
   )
   cfg.seed = args.seed
   cfg.episode_length_s = args.max_steps * cfg.decimation * cfg.sim.mujoco.timestep
   with contextlib.nullcontext() if args.verbose else quiet_stdout():
     env = make_env(cfg, device=device, engine=engine)
   env.reset()
-  expert = CubeTrayExpert(env)
-  expert.reset()
+  controller = make_controller(env, args.policy, device)
   recorder = None
   if args.videos:
     recorder = PoseReplicaRecorder(
@@ -138,7 +183,7 @@ def main(args: Args) -> int:
   start = time.perf_counter()
   with tqdm(total=episodes, desc="cube_tray episodes", unit="ep") as bar:
     while len(results) < episodes:
-      _, _, terminated, truncated, _ = env.step(expert.act())
+      _, _, terminated, truncated, _ = env.step(controller.act())
       total_steps += 1
       steps_in_episode += 1
       verdict = cube_tray_verdict(env)  # The terminal state's verdict for ended envs.
@@ -171,9 +216,7 @@ def main(args: Args) -> int:
             if success
             else REASON_NAMES[Reason(int(verdict["reason"][i]))],
             "time_to_success_s": elapsed if success else None,
-            "expert_actions_issued": int(expert.index[i]) + 1,
-            "expert_plan_ok": bool(expert.plan_ok[i]),
-            "expert_action_timeouts": int(expert.timeouts[i]),
+            **controller_fields(controller, i),
             "contact_overflow": bool(overflow_seen[i]),
             "nonfinite_state": bool(nonfinite_seen[i]),
           }
@@ -184,7 +227,7 @@ def main(args: Args) -> int:
         overflow_seen[ended] = False
         nonfinite_seen[ended] = False
         episode_index[ended] += 1
-        expert.reset(ended)
+        controller.reset(ended)
   wall = time.perf_counter() - start
 
   outcomes = Counter(r["outcome"] for r in results)
@@ -205,7 +248,7 @@ def main(args: Args) -> int:
   }
   report = {
     "task": "CubeTray-UR5-RG2",
-    "controller": "experts.cube_tray.CubeTrayExpert (privileged reference)",
+    "controller": describe(controller),
     "config": {
       **{k: str(v) for k, v in asdict(args).items()},
       "device": device,
@@ -239,7 +282,7 @@ def main(args: Args) -> int:
       report["videos"] = [str(p.name) for p in recorder.render(out_dir)]
     (out_dir / "report.json").write_text(json.dumps(report, indent=2))
     print(f"wrote {out_dir / 'report.json'}")
-  expert.close()
+  controller.close()
   env.close()
   return 0
 

@@ -56,6 +56,8 @@ BAD = {
     ["--videos", "-1"],
     ["--videos", "5"],  # More than --num-envs 4.
     ["--seed", "1.5"],
+    ["--policy", "{file}/model.pt"],  # not there
+    ["--policy", "{file}"],  # not a .pt checkpoint
   ],
   "check_robot.py": COMMON + [["--cube-mass", "0"], ["--cube-mass", "-0.05"]],
   "evaluate_binpick.py": COMMON

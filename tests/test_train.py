@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from script_runner import run_script
 
@@ -28,6 +30,24 @@ def test_two_ppo_iterations_on_the_c_engine_write_a_checkpoint(tmp_path, task):
   assert list(run.glob("events.out.tfevents.*"))  # tensorboard by default
   assert (run / "params" / "env.yaml").is_file()
   assert "Learning iteration 1/2" in result.stdout
+  # The checkpoint is scored like the expert, by the same tool and evaluator.
+  report_dir = tmp_path / "policy_eval"
+  scored = run_script(
+    "evaluate_cube_tray.py",
+    "--policy",
+    str(run / "model_1.pt"),
+    "--num-envs",
+    "2",
+    "--max-steps",
+    "20",
+    "--output",
+    str(report_dir),
+  )
+  assert scored.returncode == 0, scored.stderr[-3000:]
+  report = json.loads((report_dir / "report.json").read_text())
+  assert report["controller"] == f"policy checkpoint {run / 'model_1.pt'}"
+  assert report["summary"]["episodes"] == 2
+  assert all(e["outcome"] in ("success", "failure") for e in report["episodes"])
 
 
 def test_bad_engine_and_task_are_one_line_errors():
