@@ -236,5 +236,13 @@ def cube_tray_env_cfg(
     "grasped": MetricsTermCfg(
       func=mdp.grasp_state_flag, params={"names": names}, reduce="max"
     ),
+    "lifted": MetricsTermCfg(
+      func=mdp.cube_lifted, params={"cube": names.cube}, reduce="max"
+    ),
+    "tool_cube_distance": MetricsTermCfg(
+      func=mdp.tool_cube_distance,
+      params={"tcp_site": TCP_SITE_NAME, "cube": names.cube, "robot": ROBOT},
+      reduce="mean",
+    ),
   }
   return cfg

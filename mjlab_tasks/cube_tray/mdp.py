@@ -291,3 +291,22 @@ def cube_quat_b(
   """The cube's orientation in the robot base frame (w, x, y, z), [num_envs, 4]."""
   base = env.scene[robot].data.root_link_pose_w
   return quat_mul(quat_inv(base[:, 3:7]), env.scene[cube].data.root_link_quat_w)
+
+
+def tool_cube_distance(
+  env: ManagerBasedRlEnv, tcp_site: str, cube: str = "cube", robot: str = "robot"
+) -> torch.Tensor:
+  """Metric: distance from the tool centre point to the cube centre [m], [num_envs]."""
+  entity = env.scene[robot]
+  site_id = entity.indexing.site_ids[entity.find_sites(tcp_site)[0][0]]
+  tcp = env.sim.data.site_xpos[:, site_id]
+  return torch.linalg.vector_norm(env.scene[cube].data.root_link_pos_w - tcp, dim=-1)
+
+
+def cube_lifted(
+  env: ManagerBasedRlEnv, cube: str = "cube", clearance: float = 0.02
+) -> torch.Tensor:
+  """Metric: 1 while the cube is held up, its centre ``clearance`` above its
+  resting height on the table, [num_envs]."""
+  z = env.scene[cube].data.root_link_pos_w[:, 2] - env.scene.env_origins[:, 2]
+  return (z > 0.02 + clearance).float()
