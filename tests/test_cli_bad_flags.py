@@ -25,7 +25,7 @@ HELPERS = {"cli_args.py"}  # Modules in scripts/ that are not tools.
 
 # Placeholders filled per test: {dir} an existing folder, {file} an existing
 # regular file, {new} a path that does not exist yet, {poses} a poses file
-# with its model beside it.
+# with its model beside it, {run} a training run folder, {png} an existing PNG.
 BASE = {
   "evaluate_cube_tray.py": ["--output", "{new}"],
   "check_robot.py": ["--output", "{new}"],
@@ -34,6 +34,7 @@ BASE = {
   + ["--output", "{new}"],
   "benchmark.py": ["--json", "{new}.json"],
   "render_poses.py": ["--poses", "{poses}", "--output", "{new}"],
+  "plot_training.py": ["--run", "{run}", "--output", "{new}.png"],
 }
 COMMON = [  # Every environment tool (num-envs, device, engine, output).
   ["--engine", "bullet"],
@@ -94,6 +95,12 @@ BAD = {
     ["--json", "{dir}"],
     ["--json", "{file}/bench.json"],
   ],
+  "plot_training.py": [
+    ["--run", "{new}"],
+    ["--run", "{dir}"],  # No event file in it.
+    ["--output", "{new}.txt"],
+    ["--output", "{png}"],  # Exists.
+  ],
   "render_poses.py": [
     ["--poses", "{new}.npz"],
     ["--poses", "{dir}"],
@@ -126,7 +133,12 @@ def paths(tmp_path) -> dict[str, str]:
   (tmp_path / "plain.txt").write_text("a file, not a folder")
   (tmp_path / "run.npz").write_bytes(b"")
   (tmp_path / "run.mjb").write_bytes(b"")
+  (tmp_path / "train_run").mkdir()
+  (tmp_path / "train_run" / "events.out.tfevents.0").write_bytes(b"")
+  (tmp_path / "old.png").write_bytes(b"")
   return {
+    "run": str(tmp_path / "train_run"),
+    "png": str(tmp_path / "old.png"),
     "dir": str(tmp_path / "existing"),
     "file": str(tmp_path / "plain.txt"),
     "new": str(tmp_path / "new"),
@@ -223,6 +235,7 @@ REAL_RUNS = {
   "glass_push_exam.py": ["--tables", "5-2"],
   "benchmark.py": ["--num-envs", "0"],
   "render_poses.py": ["--output", "{dir}"],
+  "plot_training.py": ["--run", "{dir}"],
 }
 
 

@@ -59,3 +59,28 @@ def test_bad_engine_and_task_are_one_line_errors():
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode != 0 and len(lines) == 1, result.stderr
     assert expected in lines[0] and "Traceback" not in result.stderr
+
+
+def test_plot_training_reads_the_run_and_draws_the_curves(tmp_path):
+  from torch.utils.tensorboard import SummaryWriter
+
+  run = tmp_path / "run"
+  writer = SummaryWriter(str(run))
+  success = [0.0, 0.0, 0.25, 0.5, 0.75]
+  for it, value in enumerate(success):
+    writer.add_scalar("Episode_Metrics/success", value, it)
+    writer.add_scalar("Episode_Metrics/grasped", 1.0 - value, it)
+  writer.close()
+  out = tmp_path / "curves.png"
+  result = run_script("plot_training.py", "--run", str(run), "--output", str(out))
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 5_000
+  summary = json.loads(out.with_suffix(".json").read_text())["summary"]
+  assert summary["Episode_Metrics/success"] == {
+    "first": 0.0,
+    "last": 0.75,
+    "best": 0.75,
+    "iterations": 5,
+  }
+  assert summary["Episode_Metrics/grasped"]["first"] == 1.0
+  assert "Episode_Metrics/lifted" not in summary  # Absent tags are skipped.
