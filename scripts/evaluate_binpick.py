@@ -26,7 +26,6 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 
-import numpy as np
 from cli_args import (
   check_at_least,
   check_device,
@@ -155,19 +154,19 @@ def main(args: Args) -> int:
 
   recorder = None
   if args.videos:
-    from mjlab_tasks.bin_pick.env_cfg import BIN_CENTRE
+    from mjlab_tasks.bin_pick.env_cfg import SCENE_VIEW
     from mjlab_tasks.common.video import CameraView, PoseReplicaRecorder
 
     views = (
-      # As the scene camera sensor: from (1.3, 0, 0.9) at the bin.
+      # As the scene camera sensor: the arm, the bin and the drop zone.
       CameraView(
         name="scene",
         width=640,
         height=480,
-        lookat=(*BIN_CENTRE, 0.05),
-        distance=float(np.linalg.norm([0.8, 0.0, 0.85])),
-        azimuth=180.0,
-        elevation=-float(np.degrees(np.arctan2(0.85, 0.8))),
+        lookat=SCENE_VIEW.lookat,
+        distance=SCENE_VIEW.distance,
+        azimuth=SCENE_VIEW.azimuth,
+        elevation=SCENE_VIEW.elevation,
         groups=(0, 1, 2, 3, 4),  # D415 housing and mount visible.
         background="gaussian_room",
         table=TABLE,
