@@ -340,6 +340,7 @@ def _docs_shallow_row() -> tuple[int, int]:
   return int(row[1]), int(row[2])
 
 
+@pytest.mark.slow  # The run clears a bin: about 1,000 steps, 3 to 5 min on 2 cores.
 def test_small_run_delivers_at_the_documented_rate(small_run):
   """Deliveries re-derived from the final simulator state reach the rate the
   docs measured, within the margin a small run needs.
@@ -364,6 +365,7 @@ def test_small_run_delivers_at_the_documented_rate(small_run):
   assert delivered >= math.ceil(bound * poured)
 
 
+@pytest.mark.slow  # Shares the run above.
 def test_small_run_reports_match_the_simulation(small_run):
   out_dir, sim = small_run
   for name in (

@@ -119,6 +119,7 @@ def test_identical_states_give_identical_verdicts(engines, rng):
   }
 
 
+@pytest.mark.slow  # 200 MuJoCo Warp steps on the CPU; stepping parity is tested below
 def test_expert_episode_same_outcome_on_both_engines():
   from experts.cube_tray import ACTION_NAMES, CubeTrayExpert
   from mjlab_tasks.cube_tray.mdp import cube_tray_verdict

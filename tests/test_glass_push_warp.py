@@ -76,6 +76,7 @@ def test_glass_parts_keep_mass_and_shape(rng):
     assert radius[verts[:, 2] < 1e-9].max() == pytest.approx(0.03)  # the foot
 
 
+@pytest.mark.slow  # 7 min of MuJoCo Warp on 2 CPU cores; the C-engine tests cover the rules
 def test_batched_pushes_and_follow_match_the_c_world():
   """Four tables in one batch, each doing something else, against four C
   worlds: a low push slides the glass, a push into a fixed post jams, a
