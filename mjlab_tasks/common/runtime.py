@@ -1,4 +1,4 @@
-"""Helpers every command-line tool shares: device, output folder, provenance."""
+"""Helpers the command-line tools share: provenance, quiet Warp."""
 
 from __future__ import annotations
 
@@ -6,27 +6,8 @@ import hashlib
 import subprocess
 from pathlib import Path
 
-import torch
-
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SOURCE_DIRS = ("assets", "mjlab_tasks", "experts", "evaluators", "scripts")
-
-
-def resolve_device(device: str | None) -> str:
-  """``None`` means cuda:0 when CUDA is available, else cpu; CUDA must exist."""
-  if device is None:
-    return "cuda:0" if torch.cuda.is_available() else "cpu"
-  if device.startswith("cuda") and not torch.cuda.is_available():
-    raise SystemExit(f"error: --device {device} requested but CUDA is not available.")
-  return device
-
-
-def create_output_dir(path: Path) -> Path:
-  """Create a fresh output folder; refuse one that exists (never overwrite)."""
-  if path.exists():
-    raise SystemExit(f"error: output folder {path} already exists; choose a new one.")
-  path.mkdir(parents=True)
-  return path
 
 
 def source_snapshot(root: Path = PROJECT_ROOT) -> dict:
