@@ -4,16 +4,15 @@ tipping, filming, hiding, scoring and the CLI. CPU, C MuJoCo."""
 from __future__ import annotations
 
 import ast
-import gc
 import json
 import math
-import types
 from pathlib import Path
 
 import mujoco
 import numpy as np
 import pytest
 from script_runner import run_script
+from test_glass_hiding import _graph as _reachable
 
 from evaluators.glass_push import (
   EVALUATION_TABLES,
@@ -454,37 +453,6 @@ def test_only_a_missing_gl_context_is_no_offscreen_gl(monkeypatch):
 
 
 # -- hiding --------------------------------------------------------------------
-
-
-def _reachable(root) -> list:
-  """Everything reachable from an object's state (not through code objects,
-  classes or modules, which any import reaches)."""
-  seen, out, stack = set(), [], [root]
-  boundary = (
-    type,
-    types.ModuleType,
-    types.FunctionType,
-    types.BuiltinFunctionType,
-    types.CodeType,
-  )
-  while stack:
-    obj = stack.pop()
-    if id(obj) in seen:
-      continue
-    seen.add(id(obj))
-    out.append(obj)
-    if isinstance(obj, boundary):
-      continue
-    if isinstance(obj, types.MethodType):
-      stack.append(obj.__self__)
-      func = obj.__func__
-      stack.extend(c.cell_contents for c in (func.__closure__ or ()))
-      continue
-    for slot in getattr(type(obj), "__slots__", ()):
-      if hasattr(obj, slot):
-        stack.append(getattr(obj, slot))
-    stack.extend(gc.get_referents(obj))
-  return out
 
 
 def test_nothing_hidden_is_reachable_from_the_solution_api():
