@@ -111,6 +111,13 @@ def check_at_least(minimum: float, **values: float | None) -> None:
       fail(f"--{name.replace('_', '-')} must be at least {minimum}, got {value}.")
 
 
+def check_videos(videos: int, num_envs: int) -> None:
+  """--videos: a count of environments to film, at most --num-envs."""
+  check_at_least(0, videos=videos)
+  if videos > num_envs:
+    fail(f"--videos {videos} is more than --num-envs {num_envs}.")
+
+
 def check_device(device: str | None) -> str:
   """The device to use: cpu or cuda[:N] (an existing CUDA device).
 

@@ -31,6 +31,7 @@ from cli_args import (
   check_device,
   check_engine,
   check_new_folder,
+  check_videos,
   create_folder,
   fail,
   parse,
@@ -85,9 +86,7 @@ def check_args(args: Args) -> tuple[str, str, Path]:
   """Every flag checked before anything is built: (device, engine, output)."""
   check_at_least(1, num_envs=args.num_envs, objects=args.objects)
   check_at_least(1, max_steps=args.max_steps)
-  check_at_least(0, videos=args.videos)
-  if args.videos > args.num_envs:
-    fail(f"--videos {args.videos} is more than --num-envs {args.num_envs}.")
+  check_videos(args.videos, args.num_envs)
   # The supported bin (bin_pick_env_cfg checks the same, after importing mjlab).
   if not BIN_WIDTH_RANGE[0] <= args.bin_width <= BIN_WIDTH_RANGE[1]:
     fail(

@@ -27,6 +27,7 @@ from cli_args import (
   check_engine,
   check_file,
   check_new_folder,
+  check_videos,
   create_folder,
   fail,
   parse,
@@ -83,9 +84,7 @@ def check_args(args: Args) -> tuple[str, str, int]:
   """Every flag checked before anything is built: (device, engine, episodes)."""
   check_at_least(1, num_envs=args.num_envs, episodes=args.episodes)
   check_at_least(1, max_steps=args.max_steps)
-  check_at_least(0, videos=args.videos)
-  if args.videos > args.num_envs:
-    fail(f"--videos {args.videos} is more than --num-envs {args.num_envs}.")
+  check_videos(args.videos, args.num_envs)
   if args.videos and args.output is None:
     fail("--videos needs --output.")
   device = check_device(args.device)
