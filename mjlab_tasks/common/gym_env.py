@@ -1,0 +1,349 @@
+"""The suite's tasks as Gymnasium vector environments, for users outside mjlab.
+
+  import gymnasium as gym
+  import mjlab_tasks  # registers the ids (or use gym.make("mjlab_tasks:<id>", ...))
+  envs = gym.make("CubeTray-UR5-RG2", num_envs=8, engine="mujoco")
+  obs, info = envs.reset(seed=0)
+  obs, reward, terminated, truncated, info = envs.step(envs.action_space.sample())
+
+``MjlabVectorEnv`` is a ``gymnasium.vector.VectorEnv`` over one batched mjlab
+``ManagerBasedRlEnv`` built from the task's registered configuration (the same
+environment ``train`` uses) on MuJoCo Warp or the C MuJoCo engine. Arrays are
+NumPy by default (Gymnasium's convention) or torch tensors on the
+environment's device with ``array_type="torch"``. Ended environments are reset
+inside ``step`` (``AutoresetMode.SAME_STEP``); their last observation is in
+``info["final_obs"]``. See docs/gymnasium.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from mjlab_tasks.common.c_engine import make_env, resolve_engine
+
+if TYPE_CHECKING:
+  from mjlab.envs import ManagerBasedRlEnv, ManagerBasedRlEnvCfg
+
+ArrayType = Literal["numpy", "torch"]
+PLAY_SUFFIX = "-Play"
+ENTRY_POINT = "mjlab_tasks.common.gym_env:MjlabVectorEnv"
+
+
+# gymnasium.make accepts only ``gymnasium.Env`` instances, so the class is
+# also an Env: with the checker and order wrappers disabled in the
+# registration, make then returns this vector environment itself.
+class MjlabVectorEnv(VectorEnv, gym.Env):
+  """A registered mjlab task as a Gymnasium vector environment.
+
+  Args:
+    task_id: The mjlab task id (e.g. ``CubeTray-UR5-RG2``).
+    num_envs: Parallel environments (one mjlab batch).
+    engine: ``"warp"`` (MuJoCo Warp), ``"mujoco"`` (C MuJoCo, CPU) or None:
+      warp on CUDA, mujoco on the CPU.
+    device: ``"cpu"`` or ``"cuda:N"``; None: ``cuda:0`` when CUDA is there
+      and the engine is not ``"mujoco"``, else ``cpu``.
+    play: The task's evaluation configuration (mjlab's ``play``).
+    obs_group: Observation group returned (a Box; ``"actor"``: the policy's
+      observations), or None for a Dict of every group (e.g. actor and the
+      privileged critic group).
+    array_type: ``"numpy"`` (default) or ``"torch"`` (tensors on ``device``).
+    clip_actions: Bound the action space to ``[-c, c]`` and clamp actions to
+      it; None (default): unbounded, as the task's action terms accept.
+    env_cfg: A configuration to use instead of the registered one (e.g.
+      ``bin_pick_env_cfg(objects=2)``); its ``num_envs`` is replaced.
+    verbose: Show mjlab's build tables on stdout.
+    render_mode: Only None: rendering is not offered here.
+  """
+
+  metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
+
+  def __init__(
+    self,
+    task_id: str,
+    num_envs: int = 1,
+    engine: str | None = None,
+    device: str | None = None,
+    *,
+    play: bool = False,
+    obs_group: str | None = "actor",
+    array_type: ArrayType = "numpy",
+    clip_actions: float | None = None,
+    env_cfg: ManagerBasedRlEnvCfg | None = None,
+    verbose: bool = False,
+    render_mode: str | None = None,
+  ):
+    _check_args(num_envs, array_type, clip_actions, render_mode)
+    device = device or default_device(engine)
+    engine = resolve_engine(engine, device)
+    cfg = copy.deepcopy(env_cfg) if env_cfg is not None else _registered(task_id, play)
+    cfg.scene.num_envs = num_envs
+    if obs_group is not None and obs_group not in cfg.observations:
+      raise ValueError(
+        f"obs_group {obs_group!r} not in this task's groups {list(cfg.observations)}"
+      )
+    # Ended environments are reset here, after their final observation is
+    # kept (mjlab's auto-reset would return only the post-reset one).
+    cfg.auto_reset = False
+    self.task_id, self.engine, self.device = task_id, engine, device
+    self.array_type: ArrayType = array_type
+    self.verbose = verbose
+    self.render_mode = None
+    with self._quiet():
+      self.mjlab_env: ManagerBasedRlEnv = make_env(cfg, device=device, engine=engine)
+    self.metadata = {**self.metadata, "render_fps": 1.0 / self.mjlab_env.step_dt}
+    self.num_envs = num_envs
+    self.obs_group = obs_group
+    self._clip = clip_actions
+    self.single_observation_space = _observation_space(self.mjlab_env, obs_group)
+    self.single_action_space = _action_space(self.mjlab_env, clip_actions)
+    self.observation_space = batch_space(self.single_observation_space, num_envs)
+    self.action_space = batch_space(self.single_action_space, num_envs)
+    self._obs: Any = None  # Last returned observation (torch), for partial resets.
+
+  # Gymnasium's vector API.
+
+  def reset(
+    self, *, seed: int | None = None, options: dict[str, Any] | None = None
+  ) -> tuple[Any, dict[str, Any]]:
+    """Reset every environment, or those in ``options["reset_mask"]``.
+
+    ``seed`` seeds mjlab's random generators (Python, NumPy, torch, Warp:
+    process-wide, as mjlab does) and this environment's ``np_random``.
+    """
+    if seed is not None and not isinstance(seed, (int, np.integer)):
+      raise ValueError(
+        f"seed must be one int for the whole batch (mjlab seeds once), got {seed!r}"
+      )
+    super().reset(seed=None if seed is None else int(seed))
+    env_ids = self._reset_ids(options)
+    with self._quiet():
+      obs, extras = self.mjlab_env.reset(
+        seed=None if seed is None else int(seed), env_ids=env_ids
+      )
+    obs = _clone(self._select(obs))
+    if env_ids is not None and self._obs is not None:
+      # Environments not reset keep the observation they were given last.
+      obs = _put_rows(_clone(self._obs), obs, env_ids)
+    self._obs = obs
+    return self._out(obs), self._info(extras)
+
+  def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+    """One step of every environment; ended ones are reset (SAME_STEP)."""
+    env = self.mjlab_env
+    obs, reward, terminated, truncated, extras = env.step(self._actions(actions))
+    obs = _clone(self._select(obs))
+    reward, terminated, truncated = (
+      reward.clone(),
+      terminated.clone(),
+      truncated.clone(),
+    )
+    if env.cfg.is_finite_horizon:
+      # A time limit that is part of the task ends it: no bootstrapping.
+      terminated |= truncated
+      truncated[:] = False
+    info = self._info(extras)
+    ended = (terminated | truncated).nonzero().flatten()
+    if len(ended):
+      final_obs = _take_rows(obs, ended)
+      with self._quiet():
+        reset_obs, reset_extras = env.reset(env_ids=ended)
+      obs = _put_rows(obs, _clone(self._select(reset_obs)), ended)
+      info.update(self._info(reset_extras))
+      info["final_obs"], info["_final_obs"] = self._final_obs(final_obs, ended)
+    self._obs = obs
+    return (
+      self._out(obs),
+      self._out(reward),
+      self._out(terminated),
+      self._out(truncated),
+      info,
+    )
+
+  def render(self) -> None:
+    """Not offered: ``render_mode`` is always None."""
+    return None
+
+  def close_extras(self, **kwargs: Any) -> None:
+    self.mjlab_env.close()
+    close_sim = getattr(self.mjlab_env.sim, "close", None)  # the C engine's threads
+    if close_sim is not None:
+      close_sim()
+
+  # Internals.
+
+  def _quiet(self):
+    """mjlab prints its manager tables while building; hidden unless verbose."""
+    if self.verbose:
+      return contextlib.nullcontext()
+    return contextlib.redirect_stdout(io.StringIO())
+
+  def _select(self, obs: dict[str, Any]) -> Any:
+    return obs if self.obs_group is None else obs[self.obs_group]
+
+  def _reset_ids(self, options: dict[str, Any] | None) -> torch.Tensor | None:
+    """Environment ids from Gymnasium's ``reset_mask`` option (None: all)."""
+    mask = (options or {}).get("reset_mask")
+    if mask is None:
+      return None
+    mask = torch.as_tensor(np.asarray(mask) if not torch.is_tensor(mask) else mask)
+    if mask.dtype != torch.bool or mask.shape != (self.num_envs,):
+      raise ValueError(
+        f"reset_mask must be a bool array of shape ({self.num_envs},), "
+        f"got {mask.dtype} {tuple(mask.shape)}"
+      )
+    return mask.nonzero().flatten().to(self.mjlab_env.device)
+
+  def _actions(self, actions: Any) -> torch.Tensor:
+    """Actions [num_envs, action_dim] as a float32 tensor on the device."""
+    if torch.is_tensor(actions):
+      tensor = actions.to(device=self.mjlab_env.device, dtype=torch.float32)
+    else:
+      tensor = torch.as_tensor(
+        np.asarray(actions, dtype=np.float32), device=self.mjlab_env.device
+      )
+    if tuple(tensor.shape) != self.action_space.shape:
+      raise ValueError(
+        f"actions must have shape {self.action_space.shape}, got {tuple(tensor.shape)}"
+      )
+    if self._clip is not None:
+      tensor = tensor.clamp(-self._clip, self._clip)
+    return tensor
+
+  def _out(self, value: Any) -> Any:
+    """Torch (cloned already) as returned, or NumPy copies on the host."""
+    if self.array_type == "torch":
+      return value
+    # A copy: NumPy views of CPU tensors would share the kept observation.
+    return _map(value, lambda t: t.detach().to("cpu", copy=True).numpy())
+
+  def _info(self, extras: dict[str, Any]) -> dict[str, Any]:
+    """mjlab's episode log (means over the environments that just ended)."""
+    log = extras.get("log") or {}
+    if not log:
+      return {}
+    if self.array_type == "torch":
+      return {
+        "log": {k: _clone(v) if torch.is_tensor(v) else v for k, v in log.items()}
+      }
+    return {"log": {k: float(v) for k, v in log.items()}}
+
+  def _final_obs(self, final_obs: Any, ended: torch.Tensor) -> tuple[np.ndarray, Any]:
+    """Gymnasium's layout: an object array with each ended environment's last
+    observation (None elsewhere), and its bool mask."""
+    array = np.full(self.num_envs, None, dtype=object)
+    for row, env_id in enumerate(ended.tolist()):
+      array[env_id] = self._out(_map(final_obs, lambda t, r=row: t[r].clone()))
+    mask = torch.zeros(self.num_envs, dtype=torch.bool, device=ended.device)
+    mask[ended] = True
+    return array, self._out(mask)
+
+
+def default_device(engine: str | None) -> str:
+  """cuda:0 when CUDA is there and the C engine is not asked for, else cpu."""
+  return "cuda:0" if engine != "mujoco" and torch.cuda.is_available() else "cpu"
+
+
+def register_gymnasium_envs(task_ids: Sequence[str]) -> None:
+  """Register each task id, and ``<id>-Play`` for its evaluation variant,
+  with ``gymnasium.make`` and ``gymnasium.make_vec``."""
+  for task_id in task_ids:
+    for gym_id, play in ((task_id, False), (task_id + PLAY_SUFFIX, True)):
+      gym.register(
+        id=gym_id,
+        entry_point=ENTRY_POINT,
+        vector_entry_point=ENTRY_POINT,
+        # make's default wrappers (checker, order enforcing) are single-env
+        # wrappers: they would hide the vector interface.
+        disable_env_checker=True,
+        order_enforce=False,
+        kwargs={"task_id": task_id, "play": play},
+      )
+
+
+def _check_args(num_envs, array_type, clip_actions, render_mode) -> None:
+  if int(num_envs) != num_envs or num_envs < 1:
+    raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
+  if array_type not in ("numpy", "torch"):
+    raise ValueError(f"array_type must be 'numpy' or 'torch', got {array_type!r}")
+  if clip_actions is not None and not clip_actions > 0:
+    raise ValueError(f"clip_actions must be positive, got {clip_actions!r}")
+  if render_mode is not None:
+    raise ValueError(
+      f"render_mode {render_mode!r} is not offered (see docs/gymnasium.md); use None"
+    )
+
+
+def _registered(task_id: str, play: bool) -> ManagerBasedRlEnvCfg:
+  """The task's registered configuration (a copy)."""
+  import mjlab.tasks  # noqa: F401  (fills mjlab's registry, the suite's tasks too)
+  from mjlab.tasks.registry import list_tasks, load_env_cfg
+
+  if task_id not in list_tasks():
+    raise ValueError(f"unknown mjlab task {task_id!r}")
+  return load_env_cfg(task_id, play=play)
+
+
+def _box(space) -> spaces.Box:
+  """A Gymnasium Box from an mjlab Box (shape, bounds, dtype)."""
+  return spaces.Box(
+    low=np.broadcast_to(np.asarray(space.low, dtype=space.dtype), space.shape),
+    high=np.broadcast_to(np.asarray(space.high, dtype=space.dtype), space.shape),
+    shape=space.shape,
+    dtype=np.dtype(space.dtype),
+  )
+
+
+def _to_gym_space(space) -> spaces.Space:
+  from mjlab.utils.spaces import Dict as MjlabDict
+
+  if isinstance(space, MjlabDict):
+    return spaces.Dict({k: _to_gym_space(v) for k, v in space.spaces.items()})
+  return _box(space)
+
+
+def _observation_space(env: ManagerBasedRlEnv, group: str | None) -> spaces.Space:
+  """One environment's observation space, derived from mjlab's managers."""
+  if group is None:
+    return _to_gym_space(env.single_observation_space)
+  return _to_gym_space(env.single_observation_space.spaces[group])
+
+
+def _action_space(env: ManagerBasedRlEnv, clip: float | None) -> spaces.Box:
+  dim = int(env.action_manager.total_action_dim)
+  bound = np.inf if clip is None else clip
+  return spaces.Box(-bound, bound, shape=(dim,), dtype=np.float32)
+
+
+def _map(value: Any, fn) -> Any:
+  """``fn`` applied to every tensor in a tensor or a (nested) dict of them."""
+  if isinstance(value, dict):
+    return {k: _map(v, fn) for k, v in value.items()}
+  return fn(value)
+
+
+def _clone(value: Any) -> Any:
+  # mjlab reuses its buffers from step to step; what is returned must not change.
+  return _map(value, lambda t: t.clone())
+
+
+def _take_rows(value: Any, ids: torch.Tensor) -> Any:
+  return _map(value, lambda t: t[ids])
+
+
+def _put_rows(dst: Any, src: Any, ids: torch.Tensor) -> Any:
+  """``dst`` with rows ``ids`` taken from ``src`` (same structure)."""
+  if isinstance(dst, dict):
+    return {k: _put_rows(dst[k], src[k], ids) for k in dst}
+  dst[ids] = src[ids]
+  return dst

@@ -1,0 +1,336 @@
+"""The tasks through Gymnasium: registration, spaces, API checks, parity with mjlab.
+
+Everything runs on the C engine (CPU, bitwise deterministic) with 1 to 3
+environments. References are mjlab environments built and stepped directly
+(``make_env``), never through the Gymnasium wrapper.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from gymnasium.utils import env_checker, passive_env_checker
+from gymnasium.vector import AutoresetMode, VectorEnv
+from mjlab.tasks.registry import load_env_cfg
+
+from mjlab_tasks.bin_pick.env_cfg import bin_pick_env_cfg
+from mjlab_tasks.common.c_engine import make_env
+from mjlab_tasks.common.gym_env import MjlabVectorEnv
+
+CUBE = "CubeTray-UR5-RG2"
+BIN = "BinPick-UR5-RG2"
+IDS = (CUBE, f"{CUBE}-Play", BIN, f"{BIN}-Play")
+
+
+def _cfg(task: str, num_envs: int, play: bool = False):
+  """A task's configuration; BinPick with 2 objects to keep the pour short."""
+  cfg = (
+    bin_pick_env_cfg(objects=2, play=play) if task == BIN else load_env_cfg(task, play)
+  )
+  cfg.scene.num_envs = num_envs
+  return cfg
+
+
+def _make(task: str, num_envs: int, **kwargs) -> MjlabVectorEnv:
+  kwargs.setdefault("env_cfg", _cfg(task, num_envs, kwargs.get("play", False)))
+  return gym.make(task, num_envs=num_envs, engine="mujoco", **kwargs)
+
+
+def _actions(space: gym.Space, steps: int, seed: int) -> list[np.ndarray]:
+  space.seed(seed)
+  return [space.sample() for _ in range(steps)]
+
+
+def _gym_warnings(record: list) -> list[str]:
+  return [str(w.message) for w in record if "gymnasium" in str(w.filename)]
+
+
+def _rollout(env: MjlabVectorEnv, seed: int, actions: list) -> list[tuple]:
+  """(obs, reward, terminated, truncated, info) after reset and each action."""
+  obs, info = env.reset(seed=seed)
+  return [(obs, None, None, None, info)] + [env.step(a) for a in actions]
+
+
+def _mjlab_rollout(cfg, seed: int, actions: list, group: str = "actor") -> list[tuple]:
+  """The same through mjlab directly, with its own auto-reset or, when
+  ``cfg.auto_reset`` is False, resetting ended environments by hand."""
+  env = make_env(cfg, device="cpu", engine="mujoco")
+  try:
+    obs, _ = env.reset(seed=seed)
+    out = [(obs[group].clone(), None, None, None)]
+    for a in actions:
+      obs, reward, term, trunc, _ = env.step(torch.as_tensor(a))
+      row = (obs[group].clone(), reward.clone(), term.clone(), trunc.clone())
+      ended = (term | trunc).nonzero().flatten()
+      if not cfg.auto_reset and len(ended):
+        env.reset(env_ids=ended)
+      out.append(row)
+    return out
+  finally:
+    env.close()
+
+
+def test_ids_are_registered_and_make_returns_the_vector_env():
+  for gym_id in IDS:
+    assert gym_id in gym.registry
+    assert gym.envs.registration.parse_env_id(gym_id) == (None, gym_id, None)
+  env = gym.make(CUBE, num_envs=2, engine="mujoco")
+  try:
+    assert isinstance(env, VectorEnv) and type(env) is MjlabVectorEnv
+    assert env.num_envs == 2 and env.spec.id == CUBE
+    assert env.metadata["autoreset_mode"] is AutoresetMode.SAME_STEP
+    assert env.engine == "mujoco" and env.device == "cpu"
+    assert not env.mjlab_env.cfg.auto_reset  # the wrapper resets, keeping final obs
+  finally:
+    env.close()
+  assert env.closed
+
+
+def test_make_vec_uses_the_vector_entry_point():
+  with warnings.catch_warnings(record=True) as record:
+    warnings.simplefilter("always")
+    env = gym.make_vec(f"{CUBE}-Play", num_envs=3, engine="mujoco")
+  try:
+    assert type(env) is MjlabVectorEnv and env.num_envs == 3
+    assert env.mjlab_env.num_envs == 3
+    # The play configuration: 20 s episodes instead of 12 s.
+    assert (
+      env.mjlab_env.cfg.episode_length_s == load_env_cfg(CUBE, True).episode_length_s
+    )
+    assert not [m for m in _gym_warnings(record) if "autoreset" in m.lower()]
+  finally:
+    env.close()
+
+
+def test_module_colon_id_needs_no_prior_import():
+  """``gym.make("mjlab_tasks:<id>")`` in a fresh interpreter that never
+  imported the suite (its tasks register on that import)."""
+  code = (
+    "import sys, gymnasium as gym\n"
+    "assert 'mjlab_tasks' not in sys.modules\n"
+    "env = gym.make('mjlab_tasks:CubeTray-UR5-RG2', num_envs=1, engine='mujoco')\n"
+    "obs, info = env.reset(seed=0)\n"
+    "assert isinstance(env, gym.vector.VectorEnv) and obs in env.observation_space\n"
+    "env.close()\n"
+    "print('ok')\n"
+  )
+  run = subprocess.run(
+    [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
+  )
+  assert run.returncode == 0, run.stderr[-2000:]
+  assert run.stdout.strip().splitlines()[-1] == "ok"
+
+
+@pytest.mark.parametrize("task, num_envs", [(CUBE, 2), (BIN, 1)])
+def test_spaces_hold_what_reset_and_step_return(task, num_envs):
+  env = _make(task, num_envs)
+  try:
+    manager = env.mjlab_env.observation_manager
+    actor_dim = manager.group_obs_dim["actor"]
+    assert env.single_observation_space == gym.spaces.Box(
+      -np.inf, np.inf, actor_dim, np.float32
+    )
+    assert env.observation_space.shape == (num_envs, *actor_dim)
+    action_dim = env.mjlab_env.action_manager.total_action_dim
+    assert env.single_action_space.shape == (action_dim,)
+    assert env.action_space.shape == (num_envs, action_dim)
+    for space in (env.single_observation_space, env.observation_space):
+      passive_env_checker.check_observation_space(space)
+    for space in (env.single_action_space, env.action_space):
+      passive_env_checker.check_action_space(space)
+
+    with warnings.catch_warnings(record=True) as record:
+      warnings.simplefilter("always")
+      obs, info = passive_env_checker.env_reset_passive_checker(env, seed=1)
+      for action in _actions(env.action_space, 3, seed=1):
+        obs, reward, terminated, truncated, info = env.step(action)
+        passive_env_checker.check_obs(obs, env.observation_space, "step")
+        assert isinstance(info, dict)
+        assert reward.shape == (num_envs,) and reward.dtype == np.float32
+        for flag in (terminated, truncated):
+          assert flag.shape == (num_envs,) and flag.dtype == np.bool_
+        assert np.all(np.isfinite(reward))
+    assert _gym_warnings(record) == []
+    assert obs.dtype == np.float32 and obs in env.observation_space
+  finally:
+    env.close()
+
+
+@pytest.mark.parametrize("task, num_envs", [(CUBE, 2), (BIN, 1)])
+def test_same_results_as_the_mjlab_env_stepped_directly(task, num_envs):
+  """Registered (training) configuration, mjlab's own auto-reset in the
+  reference; no episode ends in these steps."""
+  env = _make(task, num_envs)
+  actions = _actions(env.action_space, 4, seed=2)
+  try:
+    got = _rollout(env, 11, actions)
+  finally:
+    env.close()
+  want = _mjlab_rollout(_cfg(task, num_envs), 11, actions)
+  assert len(got) == len(want)
+  for (obs, reward, term, trunc, _), (w_obs, w_reward, w_term, w_trunc) in zip(
+    got, want, strict=True
+  ):
+    np.testing.assert_array_equal(obs, w_obs.numpy())
+    if reward is not None:
+      np.testing.assert_array_equal(reward, w_reward.numpy())
+      np.testing.assert_array_equal(term, w_term.numpy())
+      np.testing.assert_array_equal(trunc, w_trunc.numpy())
+
+
+def test_torch_arrays_and_dict_observations_match_numpy():
+  actions = None
+  runs = {}
+  for array_type in ("numpy", "torch"):
+    env = _make(CUBE, 2, array_type=array_type, obs_group=None)
+    actions = actions or _actions(env.action_space, 3, seed=3)
+    try:
+      assert set(env.single_observation_space.spaces) == {"actor", "critic"}
+      runs[array_type] = _rollout(env, 5, actions)
+    finally:
+      env.close()
+  for np_step, torch_step in zip(runs["numpy"], runs["torch"], strict=True):
+    for group in ("actor", "critic"):
+      assert isinstance(torch_step[0][group], torch.Tensor)
+      np.testing.assert_array_equal(np_step[0][group], torch_step[0][group].numpy())
+    for k in (1, 2, 3):
+      if np_step[k] is not None:
+        assert isinstance(torch_step[k], torch.Tensor)
+        np.testing.assert_array_equal(np_step[k], torch_step[k].numpy())
+  assert runs["torch"][1][2].dtype == torch.bool
+  assert runs["numpy"][1][0]["critic"] in gym.spaces.Box(-np.inf, np.inf, (2, 58))
+
+
+def _short_episode_cfg(num_envs: int, auto_reset: bool, steps: int = 4):
+  """Play configuration (no observation noise, so the random draws happen in
+  the same order whoever resets) with episodes of ``steps`` steps."""
+  cfg = _cfg(CUBE, num_envs, play=True)
+  cfg.episode_length_s = steps * cfg.decimation * cfg.sim.mujoco.timestep
+  cfg.auto_reset = auto_reset
+  return cfg
+
+
+def test_same_step_autoreset_matches_mjlab_and_keeps_final_obs():
+  steps = 4
+  env = _make(CUBE, 2, env_cfg=_short_episode_cfg(2, True, steps))
+  assert env.mjlab_env.max_episode_length == steps
+  actions = _actions(env.action_space, 2 * steps + 2, seed=4)
+  try:
+    got = _rollout(env, 21, actions)
+  finally:
+    env.close()
+  # mjlab's own auto-reset: the observations after a reset; mjlab without
+  # auto-reset: the terminal observations.
+  after_reset = _mjlab_rollout(_short_episode_cfg(2, True, steps), 21, actions)
+  terminal = _mjlab_rollout(_short_episode_cfg(2, False, steps), 21, actions)
+  ended_steps = []
+  for t, (obs, reward, term, trunc, info) in enumerate(got):
+    np.testing.assert_array_equal(obs, after_reset[t][0].numpy())
+    if t == 0:
+      continue
+    np.testing.assert_array_equal(reward, after_reset[t][1].numpy())
+    np.testing.assert_array_equal(term, after_reset[t][2].numpy())
+    np.testing.assert_array_equal(trunc, after_reset[t][3].numpy())
+    if not trunc.any():
+      assert "final_obs" not in info
+      continue
+    ended_steps.append(t)
+    assert trunc.all() and not term.any()  # the time limit, in both envs
+    assert info["_final_obs"].dtype == np.bool_ and info["_final_obs"].all()
+    assert info["final_obs"].dtype == object and info["final_obs"].shape == (2,)
+    for i in range(2):
+      np.testing.assert_array_equal(info["final_obs"][i], terminal[t][0][i].numpy())
+      assert not np.array_equal(info["final_obs"][i], obs[i])
+    assert "Episode_Termination/time_out" in info["log"]
+  assert ended_steps == [steps, 2 * steps]
+
+
+def test_reset_seed_determinism_on_the_c_engine():
+  env = _make(CUBE, 2)
+  actions = _actions(env.action_space, 3, seed=5)
+  try:
+    first = _rollout(env, 7, actions)
+    again = _rollout(env, 7, actions)
+    other = _rollout(env, 8, actions)
+  finally:
+    env.close()
+  for a, b in zip(first, again, strict=True):
+    for k in range(4):
+      if a[k] is not None:
+        np.testing.assert_array_equal(a[k], b[k])
+  # The seed matters: cube and tray poses are randomized at reset.
+  assert not np.array_equal(first[0][0], other[0][0])
+
+
+def test_gymnasium_reset_checks():
+  """Gymnasium's own checks that hold for a vector environment. Not run:
+  ``check_env`` as a whole and ``check_step_determinism``, which require a
+  single environment's scalar ``truncated`` (the step determinism is
+  checked by the test above)."""
+  env = _make(CUBE, 1)
+  try:
+    env_checker.check_reset_return_type(env)
+    env_checker.check_reset_seed_determinism(env)
+    env_checker.check_reset_options(env)
+    env_checker.check_returned_data_not_reused(env)
+  finally:
+    env.close()
+
+
+def test_reset_mask_resets_only_the_masked_envs():
+  env = _make(CUBE, 2)
+  try:
+    env.reset(seed=9)
+    for action in _actions(env.action_space, 2, seed=9):
+      obs, *_ = env.step(action)
+    again, _ = env.reset(options={"reset_mask": np.array([True, False])})
+    np.testing.assert_array_equal(again[1], obs[1])
+    assert not np.array_equal(again[0], obs[0])
+    with pytest.raises(ValueError, match="reset_mask"):
+      env.reset(options={"reset_mask": np.array([1, 0])})
+  finally:
+    env.close()
+
+
+def test_clip_actions_bounds_the_space_and_clamps():
+  results = []
+  for clip, scale in ((None, 1.0), (1.0, 5.0)):
+    env = _make(CUBE, 2, clip_actions=clip)
+    try:
+      if clip is not None:
+        assert np.all(env.single_action_space.high == clip)
+        assert np.all(env.single_action_space.low == -clip)
+      env.reset(seed=3)
+      signs = np.resize([1.0, -1.0, 0.0], env.single_action_space.shape[0])
+      action = np.tile(signs, (2, 1))
+      results.append(env.step((scale * action).astype(np.float32))[0])
+    finally:
+      env.close()
+  # Clamped to [-1, 1], five times -1, 0, 1 acts as -1, 0, 1 themselves.
+  np.testing.assert_array_equal(results[0], results[1])
+
+
+def test_bad_arguments_are_refused():
+  with pytest.raises(ValueError, match="render_mode"):
+    gym.make(CUBE, num_envs=1, engine="mujoco", render_mode="rgb_array")
+  with pytest.raises(ValueError, match="array_type"):
+    gym.make(CUBE, num_envs=1, engine="mujoco", array_type="jax")
+  with pytest.raises(ValueError, match="num_envs"):
+    gym.make(CUBE, num_envs=0, engine="mujoco")
+  with pytest.raises(ValueError, match="obs_group"):
+    gym.make(CUBE, num_envs=1, engine="mujoco", obs_group="policy")
+  env = _make(CUBE, 2)
+  try:
+    with pytest.raises(ValueError, match="seed"):
+      env.reset(seed=[1, 2])
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="shape"):
+      env.step(np.zeros((1, env.single_action_space.shape[0]), np.float32))
+  finally:
+    env.close()
