@@ -334,3 +334,62 @@ def test_bad_arguments_are_refused():
       env.step(np.zeros((1, env.single_action_space.shape[0]), np.float32))
   finally:
     env.close()
+
+
+def test_gymnasium_vector_wrappers_see_whole_episodes():
+  """Gymnasium's episode statistics wrapper reads the SAME_STEP mode from
+  the metadata: episodes of exactly the time limit, returns summed."""
+  steps = 3
+  env = _make(CUBE, 2, env_cfg=_short_episode_cfg(2, True, steps))
+  stats = gym.wrappers.vector.RecordEpisodeStatistics(env)
+  try:
+    stats.reset(seed=1)
+    total = np.zeros(2)
+    for t, action in enumerate(_actions(stats.action_space, steps, seed=1), 1):
+      _, reward, _, truncated, info = stats.step(action)
+      total += reward
+      assert truncated.all() == (t == steps)
+    np.testing.assert_array_equal(info["episode"]["l"], [steps, steps])
+    np.testing.assert_allclose(info["episode"]["r"], total, rtol=1e-6)
+  finally:
+    stats.close()
+
+
+def test_warp_engine_on_the_cpu_matches_mjlab():
+  """The ``engine="warp"`` path (MuJoCo Warp on the CPU here), torch arrays."""
+  env = gym.make(CUBE, num_envs=1, engine="warp", device="cpu", array_type="torch")
+  actions = _actions(env.action_space, 2, seed=6)
+  try:
+    assert env.engine == "warp"
+    got = _rollout(env, 2, actions)
+  finally:
+    env.close()
+  cfg = _cfg(CUBE, 1)
+  ref = make_env(cfg, device="cpu", engine="warp")
+  try:
+    obs, _ = ref.reset(seed=2)
+    want = [obs["actor"].clone()]
+    for a in actions:
+      want.append(ref.step(torch.as_tensor(a))[0]["actor"].clone())
+  finally:
+    ref.close()
+  for (obs, *_), w_obs in zip(got, want, strict=True):
+    assert isinstance(obs, torch.Tensor)
+    torch.testing.assert_close(obs, w_obs, rtol=0.0, atol=1e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_defaults_to_warp_with_tensors_on_the_gpu():
+  env = gym.make(CUBE, num_envs=64, array_type="torch")
+  try:
+    assert env.engine == "warp" and env.device == "cuda:0"
+    obs, _ = env.reset(seed=0)
+    obs, reward, terminated, truncated, _ = env.step(
+      torch.zeros(env.action_space.shape, device="cuda:0")
+    )
+    for value in (obs, reward, terminated, truncated):
+      assert value.device.type == "cuda" and value.shape[0] == 64
+    assert torch.isfinite(obs).all()
+  finally:
+    env.close()
