@@ -318,7 +318,7 @@ def test_clip_actions_bounds_the_space_and_clamps():
 
 def test_bad_arguments_are_refused():
   with pytest.raises(ValueError, match="render_mode"):
-    gym.make(CUBE, num_envs=1, engine="mujoco", render_mode="rgb_array")
+    MjlabVectorEnv(CUBE, num_envs=1, engine="mujoco", render_mode="human")
   with pytest.raises(ValueError, match="array_type"):
     gym.make(CUBE, num_envs=1, engine="mujoco", array_type="jax")
   with pytest.raises(ValueError, match="num_envs"):
@@ -393,3 +393,25 @@ def test_cuda_defaults_to_warp_with_tensors_on_the_gpu():
     assert torch.isfinite(obs).all()
   finally:
     env.close()
+
+
+def test_rgb_array_render():
+  env = _make(CUBE, 2, render_mode="rgb_array")
+  try:
+    assert env.render_mode == "rgb_array"
+    env.reset(seed=0)
+    (first,) = env.render()
+    viewer = env.mjlab_env.cfg.viewer
+    assert first.shape == (viewer.height, viewer.width, 3) and first.dtype == np.uint8
+    assert first.std() > 0  # a picture, not a blank
+    for action in _actions(env.action_space, 3, seed=0):
+      env.step(3.0 * action)
+    (later,) = env.render()
+    assert not np.array_equal(first, later)  # the arm moved
+  finally:
+    env.close()
+  plain = _make(CUBE, 1)
+  try:
+    assert plain.render() is None
+  finally:
+    plain.close()

@@ -63,10 +63,11 @@ class MjlabVectorEnv(VectorEnv, gym.Env):
     env_cfg: A configuration to use instead of the registered one (e.g.
       ``bin_pick_env_cfg(objects=2)``); its ``num_envs`` is replaced.
     verbose: Show mjlab's build tables on stdout.
-    render_mode: Only None: rendering is not offered here.
+    render_mode: None, or ``"rgb_array"``: ``render()`` returns one frame,
+      mjlab's offscreen camera on environment ``cfg.viewer.env_idx``.
   """
 
-  metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
+  metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": ["rgb_array"]}
 
   def __init__(
     self,
@@ -98,9 +99,15 @@ class MjlabVectorEnv(VectorEnv, gym.Env):
     self.task_id, self.engine, self.device = task_id, engine, device
     self.array_type: ArrayType = array_type
     self.verbose = verbose
-    self.render_mode = None
+    self.render_mode = render_mode
+    if render_mode is not None:
+      from mjlab_tasks.common.video import _default_gl
+
+      _default_gl()  # headless OpenGL (EGL or OSMesa) unless MUJOCO_GL is set
     with self._quiet():
-      self.mjlab_env: ManagerBasedRlEnv = make_env(cfg, device=device, engine=engine)
+      self.mjlab_env: ManagerBasedRlEnv = make_env(
+        cfg, device=device, engine=engine, render_mode=render_mode
+      )
     self.metadata = {**self.metadata, "render_fps": 1.0 / self.mjlab_env.step_dt}
     self.num_envs = num_envs
     self.obs_group = obs_group
@@ -170,9 +177,12 @@ class MjlabVectorEnv(VectorEnv, gym.Env):
       info,
     )
 
-  def render(self) -> None:
-    """Not offered: ``render_mode`` is always None."""
-    return None
+  def render(self) -> tuple[np.ndarray, ...] | None:
+    """With ``render_mode="rgb_array"``: a tuple of one uint8 frame [H, W, 3]
+    (mjlab renders one camera, on one environment and its neighbours)."""
+    if self.render_mode is None:
+      return None
+    return (self.mjlab_env.render(),)
 
   def close_extras(self, **kwargs: Any) -> None:
     self.mjlab_env.close()
@@ -278,10 +288,8 @@ def _check_args(num_envs, array_type, clip_actions, render_mode) -> None:
     raise ValueError(f"array_type must be 'numpy' or 'torch', got {array_type!r}")
   if clip_actions is not None and not clip_actions > 0:
     raise ValueError(f"clip_actions must be positive, got {clip_actions!r}")
-  if render_mode is not None:
-    raise ValueError(
-      f"render_mode {render_mode!r} is not offered (see docs/gymnasium.md); use None"
-    )
+  if render_mode not in (None, "rgb_array"):
+    raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
 
 
 def _registered(task_id: str, play: bool) -> ManagerBasedRlEnvCfg:
