@@ -61,7 +61,8 @@ class MjlabVectorEnv(VectorEnv, gym.Env):
     clip_actions: Bound the action space to ``[-c, c]`` and clamp actions to
       it; None (default): unbounded, as the task's action terms accept.
     env_cfg: A configuration to use instead of the registered one (e.g.
-      ``bin_pick_env_cfg(objects=2)``); its ``num_envs`` is replaced.
+      ``bin_pick_env_cfg(objects=2)``); its ``num_envs`` and
+      ``auto_reset`` are replaced.
     verbose: Show mjlab's build tables on stdout.
     render_mode: None, or ``"rgb_array"``: ``render()`` returns one frame,
       mjlab's offscreen camera on environment ``cfg.viewer.env_idx``.
@@ -88,7 +89,7 @@ class MjlabVectorEnv(VectorEnv, gym.Env):
     device = device or default_device(engine)
     engine = resolve_engine(engine, device)
     cfg = copy.deepcopy(env_cfg) if env_cfg is not None else _registered(task_id, play)
-    cfg.scene.num_envs = num_envs
+    cfg.scene.num_envs = int(num_envs)
     if obs_group is not None and obs_group not in cfg.observations:
       raise ValueError(
         f"obs_group {obs_group!r} not in this task's groups {list(cfg.observations)}"
@@ -109,13 +110,13 @@ class MjlabVectorEnv(VectorEnv, gym.Env):
         cfg, device=device, engine=engine, render_mode=render_mode
       )
     self.metadata = {**self.metadata, "render_fps": 1.0 / self.mjlab_env.step_dt}
-    self.num_envs = num_envs
+    self.num_envs = int(num_envs)
     self.obs_group = obs_group
     self._clip = clip_actions
     self.single_observation_space = _observation_space(self.mjlab_env, obs_group)
     self.single_action_space = _action_space(self.mjlab_env, clip_actions)
-    self.observation_space = batch_space(self.single_observation_space, num_envs)
-    self.action_space = batch_space(self.single_action_space, num_envs)
+    self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+    self.action_space = batch_space(self.single_action_space, self.num_envs)
     self._obs: Any = None  # Last returned observation (torch), for partial resets.
 
   # Gymnasium's vector API.
