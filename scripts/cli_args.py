@@ -192,6 +192,25 @@ def check_file(path: Path, flag: str) -> Path:
   return path
 
 
+def check_policy(path: Path, flag: str = "--policy") -> Path:
+  """A trained policy file: an rsl_rl checkpoint (.pt) or an exported ONNX
+  policy (.onnx, which needs the optional onnxruntime)."""
+  import importlib.util
+
+  check_file(path, flag)
+  if path.suffix not in (".pt", ".onnx"):
+    fail(
+      f"{flag} takes an rsl_rl checkpoint (.pt) or an ONNX policy (.onnx), "
+      f"got {path.name!r}."
+    )
+  if path.suffix == ".onnx" and importlib.util.find_spec("onnxruntime") is None:
+    fail(
+      f"{flag} {path.name}: ONNX policies need onnxruntime: "
+      "pip install 'manipulation-suite[onnx]'"
+    )
+  return path
+
+
 def prepare_offscreen_gl(flag: str) -> None:
   """Choose mujoco's OpenGL backend for videos before mujoco is imported.
 

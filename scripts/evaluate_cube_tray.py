@@ -25,8 +25,8 @@ from cli_args import (
   check_at_least,
   check_device,
   check_engine,
-  check_file,
   check_new_folder,
+  check_policy,
   check_videos,
   create_folder,
   fail,
@@ -68,9 +68,10 @@ class Args:
   verbose: bool = False
   """Also print mjlab's environment summary (its manager tables) while building."""
   policy: Path | None = None
-  """An rsl_rl checkpoint (model_N.pt from scripts/train.py or mjlab's train)
-  to score in place of the expert; it acts with the task's Cartesian actions
-  on its observations without noise."""
+  """A trained policy to score in place of the expert: an rsl_rl checkpoint
+  (model_N.pt from scripts/train.py or mjlab's train) or its ONNX export
+  (.onnx, from scripts/play.py --export-onnx; needs the onnx extra). It acts
+  with the task's Cartesian actions on its observations without noise."""
 
 
 @contextlib.contextmanager
@@ -92,9 +93,7 @@ def check_args(args: Args) -> tuple[str, str, int]:
   if args.output is not None:
     check_new_folder(args.output)
   if args.policy is not None:
-    check_file(args.policy, "--policy")
-    if args.policy.suffix != ".pt":
-      fail(f"--policy takes an rsl_rl checkpoint (.pt), got {args.policy.name!r}.")
+    check_policy(args.policy)
   if args.videos:
     prepare_offscreen_gl("--videos")
   episodes = args.num_envs if args.episodes is None else args.episodes
@@ -109,10 +108,10 @@ def make_controller(env, policy: Path | None, device: str):
     expert = CubeTrayExpert(env)
     expert.reset()
     return expert
-  from mjlab_tasks.common.policy import CheckpointPolicy
+  from mjlab_tasks.common.policy import load_policy
 
   try:
-    return CheckpointPolicy(env, "CubeTray-UR5-RG2", policy, device)
+    return load_policy(env, "CubeTray-UR5-RG2", policy, device)
   except ValueError as err:
     fail(str(err).splitlines()[0])
 
@@ -129,8 +128,8 @@ def controller_fields(controller, i: int) -> dict:
 
 
 def describe(controller) -> str:
-  if hasattr(controller, "checkpoint"):
-    return f"policy checkpoint {controller.checkpoint}"
+  if hasattr(controller, "description"):  # A trained policy names its file.
+    return controller.description
   return "experts.cube_tray.CubeTrayExpert (privileged reference)"
 
 
