@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+import torch
 from script_runner import run_script
 
+TASK = "CubeTray-UR5-RG2"
 
-@pytest.mark.parametrize("task", ["CubeTray-UR5-RG2"])
-def test_two_ppo_iterations_on_the_c_engine_write_a_checkpoint(tmp_path, task):
+
+@pytest.fixture(scope="module")
+def cube_tray_run(tmp_path_factory):
+  """Two PPO iterations of the cube-in-tray task on the C engine (4 envs)."""
+  root = tmp_path_factory.mktemp("train")
   result = run_script(
     "train.py",
-    task,
+    TASK,
     "--engine",
     "mujoco",
     "--env.scene.num-envs",
@@ -22,10 +28,15 @@ def test_two_ppo_iterations_on_the_c_engine_write_a_checkpoint(tmp_path, task):
     "--agent.max-iterations",
     "2",
     "--log-root",
-    str(tmp_path),
+    str(root),
   )
   assert result.returncode == 0, result.stderr[-3000:]
-  (run,) = [p for p in tmp_path.glob("*/*") if p.is_dir()]
+  (run,) = [p for p in root.glob("*/*") if p.is_dir()]
+  return run, result
+
+
+def test_two_ppo_iterations_on_the_c_engine_write_a_checkpoint(cube_tray_run, tmp_path):
+  run, result = cube_tray_run
   assert sorted(p.name for p in run.glob("model_*.pt")) == ["model_0.pt", "model_1.pt"]
   assert list(run.glob("events.out.tfevents.*"))  # tensorboard by default
   assert (run / "params" / "env.yaml").is_file()
@@ -48,6 +59,94 @@ def test_two_ppo_iterations_on_the_c_engine_write_a_checkpoint(tmp_path, task):
   assert report["controller"] == f"policy checkpoint {run / 'model_1.pt'}"
   assert report["summary"]["episodes"] == 2
   assert all(e["outcome"] in ("success", "failure") for e in report["episodes"])
+
+
+def _policy_pair(checkpoint: Path, onnx_file: Path, num_envs: int):
+  """The environment, and the checkpoint and its ONNX export acting in it."""
+  from mjlab.tasks.registry import load_env_cfg
+
+  from mjlab_tasks.common.c_engine import make_env
+  from mjlab_tasks.common.policy import load_policy
+
+  cfg = load_env_cfg(TASK, play=True)
+  cfg.scene.num_envs = num_envs
+  env = make_env(cfg, device="cpu", engine="mujoco")
+  pt = load_policy(env, TASK, checkpoint, "cpu")
+  onnx = load_policy(env, TASK, onnx_file, "cpu")
+  return env, pt, onnx
+
+
+def test_exported_onnx_policy_acts_as_its_checkpoint(cube_tray_run, tmp_path):
+  pytest.importorskip("onnxruntime")
+  run, _ = cube_tray_run
+  onnx_file = tmp_path / "policy.onnx"
+  exported = run_script(
+    "play.py",
+    TASK,
+    "--engine",
+    "mujoco",
+    "--checkpoint-file",
+    str(run / "model_1.pt"),
+    "--export-onnx",
+    str(onnx_file),
+    timeout=600,
+  )
+  assert exported.returncode == 0, exported.stderr[-3000:]
+  assert f"wrote {onnx_file}" in exported.stdout
+  env, pt, onnx = _policy_pair(run / "model_1.pt", onnx_file, num_envs=4)
+  generator = torch.Generator().manual_seed(0)
+  try:
+    for _ in range(6):  # Varied observations: random actions between checks.
+      expected, actual = pt.act(), onnx.act()
+      assert expected.abs().max() > 1e-3  # A live network, not zeros.
+      torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-5)
+      env.step(2 * torch.rand(expected.shape, generator=generator) - 1)
+  finally:
+    env.close()
+  # Scored like the checkpoint, by the same tool.
+  report_dir = tmp_path / "onnx_eval"
+  scored = run_script(
+    "evaluate_cube_tray.py",
+    "--policy",
+    str(onnx_file),
+    "--num-envs",
+    "2",
+    "--max-steps",
+    "10",
+    "--output",
+    str(report_dir),
+  )
+  assert scored.returncode == 0, scored.stderr[-3000:]
+  report = json.loads((report_dir / "report.json").read_text())
+  assert report["controller"] == f"ONNX policy {onnx_file}"
+  assert report["summary"]["episodes"] == 2
+
+
+def test_play_films_the_checkpoint_on_the_c_engine(cube_tray_run):
+  run, _ = cube_tray_run
+  result = run_script(
+    "play.py",
+    TASK,
+    "--engine",
+    "mujoco",
+    "--checkpoint-file",
+    str(run / "model_1.pt"),
+    "--num-envs",
+    "1",
+    "--viewer",
+    "viser",
+    "--video",
+    "True",
+    "--video-length",
+    "5",
+    "--steps",
+    "8",
+    timeout=600,
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "play: 8 policy steps x 1 envs" in result.stdout
+  (video,) = (run / "videos" / "play").glob("*.mp4")  # mjlab's own place
+  assert video.stat().st_size > 1_000
 
 
 def test_bad_engine_and_task_are_one_line_errors():
