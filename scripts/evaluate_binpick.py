@@ -1,16 +1,19 @@
-"""Physics-only evaluation of the bin-picking expert (seed 002).
+"""Physics-only evaluation on the bin-picking task: the expert (seed 002), or
+a trained policy (``--policy``).
 
 Pours objects into ``--num-envs`` bins, runs the expert (CPU replica planning,
-batched live execution) for at most ``--max-steps`` policy steps (20 Hz), and
-scores every object with the task's delivery evaluator.
+batched live execution) or the policy for at most ``--max-steps`` policy steps
+(20 Hz), and scores every object with the task's delivery evaluator.
 
   python scripts/evaluate_binpick.py --num-envs 4 --objects 12 --max-steps 3600 \\
     --bin-width .14 --bin-height .06 --device cpu --output reports/binpick_expert/new_run
+  python scripts/evaluate_binpick.py --policy logs/rsl_rl/bin_pick_ur5_rg2/RUN/model_200.pt
 
 Writes into ``--output`` (refused if it exists): report.json (config, per
 environment poured/delivered counts, outcome, failure reasons, summary),
 transitions.json, planning_rejections.json, physics_metrics.json,
-final_states.json, source_snapshot.json; with ``--videos N`` also one mp4
+final_states.json, source_snapshot.json (a policy has no plans: no
+transitions.json or planning_rejections.json, no expert fields); with ``--videos N`` also one mp4
 per environment and camera (scene and wrist D415, Gaussian room
 backgrounds) drawn from a read-only pose replica, and video_poses.npz (each
 recorded frame's qpos at 4 fps; re-render with scripts/render_poses.py).
@@ -25,12 +28,14 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cli_args import (
   check_at_least,
   check_device,
   check_engine,
   check_new_folder,
+  check_policy,
   check_videos,
   create_folder,
   fail,
@@ -38,6 +43,9 @@ from cli_args import (
   prepare_offscreen_gl,
 )
 from tqdm import tqdm
+
+if TYPE_CHECKING:
+  import torch
 
 VIDEO_FPS = 4.0
 TABLE = (0.35, 0.15, 0.6, 0.55)  # Table top drawn in videos: centre, half sizes [m].
@@ -73,6 +81,12 @@ class Args:
   videos: int = 0
   """Film the first N environments (scene and wrist cameras). 0: no camera
   sensor, no camera observation and no rendering at all."""
+  policy: Path | None = None
+  """A trained BinPick-UR5-RG2 policy to run in place of the expert: an rsl_rl
+  checkpoint (model_N.pt from scripts/train.py) or its ONNX export (.onnx,
+  from scripts/play.py --export-onnx; needs the onnx extra). It acts with the
+  task's Cartesian actions on its observations; keep --objects, --bin-width
+  and --bin-height as in training when its observations depend on them."""
 
 
 def _summary_counts(counter_list) -> dict:
@@ -104,27 +118,22 @@ def check_args(args: Args) -> tuple[str, str, Path]:
     "run-%Y%m%d-%H%M%S"
   )
   check_new_folder(output)
+  if args.policy is not None:
+    check_policy(args.policy)
   if args.videos:
     prepare_offscreen_gl("--videos")
   return device, engine, output
 
 
-def main(args: Args) -> int:
-  device, engine, output = check_args(args)
-  out_dir = create_folder(output)
+TASK = "BinPick-UR5-RG2"
+EXPERT = "experts.bin_pick.BinPickExpert (privileged, CPU replica planning)"
 
-  from mjlab_tasks.common.runtime import quiet_warp, source_snapshot
 
-  quiet_warp()
-
-  import torch
-
-  from evaluators.bin_pick import CONDITIONS
-  from experts.bin_pick.expert import STAGE_NAMES, BinPickExpert, Stage
+def build_env(args: Args, device: str, engine: str):
+  """The evaluation environment: the pour as flagged, no reset on clearing."""
   from mjlab_tasks.bin_pick import mdp
-  from mjlab_tasks.bin_pick.env_cfg import bin_pick_env_cfg, object_bounds, pourer
+  from mjlab_tasks.bin_pick.env_cfg import bin_pick_env_cfg
   from mjlab_tasks.common.c_engine import make_env
-  from mjlab_tasks.common.mdp import max_penetration, physics_health
 
   try:
     cfg = bin_pick_env_cfg(
@@ -144,145 +153,231 @@ def main(args: Args) -> int:
     (args.max_steps + 10) * cfg.decimation * cfg.sim.mujoco.timestep
   )
   cfg.terminations[mdp.CLEARED_TERM].params["terminate"] = False
-  start = time.perf_counter()
-  env = make_env(cfg, device=device, engine=engine)
-  env.reset()
-  pour = pourer(env)
-  expert = BinPickExpert(env)
-  n, names = args.num_envs, pour.cfg.names
+  return make_env(cfg, device=device, engine=engine)
 
-  recorder = None
-  if args.videos:
-    from mjlab_tasks.bin_pick.env_cfg import SCENE_VIEW
-    from mjlab_tasks.common.video import CameraView, PoseReplicaRecorder
 
-    views = (
-      # As the scene camera sensor: the arm, the bin and the drop zone.
-      CameraView(
-        name="scene",
-        width=640,
-        height=480,
-        lookat=SCENE_VIEW.lookat,
-        distance=SCENE_VIEW.distance,
-        azimuth=SCENE_VIEW.azimuth,
-        elevation=SCENE_VIEW.elevation,
-        groups=(0, 1, 2, 3, 4),  # D415 housing and mount visible.
-        background="gaussian_room",
-        table=TABLE,
-      ),
-      CameraView(
-        name="wrist_d415",
-        width=320,
-        height=180,
-        camera="robot/wrist_d415",
-        groups=(0, 1, 2),  # As the sensor: camera visuals excluded.
-        background="gaussian_room",
-        table=TABLE,
-      ),
+def make_controller(env, policy: Path | None, device: str):
+  """The expert after the first reset (the pour), or the trained policy,
+  whose loading makes that first reset (as rsl_rl's environment wrapper)."""
+  if policy is None:
+    from experts.bin_pick.expert import BinPickExpert
+
+    env.reset()
+    return BinPickExpert(env)
+  from mjlab_tasks.common.policy import load_policy
+
+  try:
+    return load_policy(env, TASK, policy, device)
+  except ValueError as err:
+    fail(str(err).splitlines()[0])
+
+
+def is_expert(controller) -> bool:
+  return not hasattr(controller, "description")  # A trained policy names its file.
+
+
+def all_done(controller) -> bool:
+  """The expert stops when every bin is cleared or nothing is left it can
+  grasp; a policy acts until --max-steps."""
+  return is_expert(controller) and bool(controller.done.all())
+
+
+def make_recorder(env, args: Args):
+  """Pose recorder of the filmed environments (scene and wrist views)."""
+  if not args.videos:
+    return None
+  from mjlab_tasks.bin_pick.env_cfg import SCENE_VIEW
+  from mjlab_tasks.common.video import CameraView, PoseReplicaRecorder
+
+  views = (
+    # As the scene camera sensor: the arm, the bin and the drop zone.
+    CameraView(
+      name="scene",
+      width=640,
+      height=480,
+      lookat=SCENE_VIEW.lookat,
+      distance=SCENE_VIEW.distance,
+      azimuth=SCENE_VIEW.azimuth,
+      elevation=SCENE_VIEW.elevation,
+      groups=(0, 1, 2, 3, 4),  # D415 housing and mount visible.
+      background="gaussian_room",
+      table=TABLE,
+    ),
+    CameraView(
+      name="wrist_d415",
+      width=320,
+      height=180,
+      camera="robot/wrist_d415",
+      groups=(0, 1, 2),  # As the sensor: camera visuals excluded.
+      background="gaussian_room",
+      table=TABLE,
+    ),
+  )
+  return PoseReplicaRecorder(
+    env.sim.mj_model,
+    list(range(args.videos)),
+    fps=VIDEO_FPS,
+    views=views,
+    seed=args.seed,
+  )
+
+
+@dataclass
+class Watch:
+  """Physics health per environment over the run."""
+
+  penetration: torch.Tensor
+  deepest_pair: torch.Tensor
+  overflow_steps: torch.Tensor
+  nonfinite_steps: torch.Tensor
+  outlier_steps: torch.Tensor
+  resets: torch.Tensor
+  steps: int = 0
+
+  @classmethod
+  def empty(cls, n: int) -> Watch:
+    import torch
+
+    return cls(
+      penetration=torch.zeros(n),
+      deepest_pair=torch.full((n, 2), -1, dtype=torch.long),
+      overflow_steps=torch.zeros(n, dtype=torch.long),
+      nonfinite_steps=torch.zeros(n, dtype=torch.long),
+      outlier_steps=torch.zeros(n, dtype=torch.long),
+      resets=torch.zeros(n, dtype=torch.long),
     )
-    recorder = PoseReplicaRecorder(
-      env.sim.mj_model,
-      list(range(args.videos)),
-      fps=VIDEO_FPS,
-      views=views,
-      seed=args.seed,
-    )
+
+  def update(self, env, names, terminated, truncated) -> None:
+    import torch
+
+    from mjlab_tasks.common.mdp import max_penetration, physics_health
+
+    health = physics_health(env)
+    self.overflow_steps += health["contact_overflow"].cpu().long()
+    self.nonfinite_steps += health["nonfinite"].cpu().long()
+    depth, pair = (t.cpu() for t in max_penetration(env))
+    deeper = depth > self.penetration
+    self.penetration[deeper] = depth[deeper]
+    self.deepest_pair[deeper] = pair[deeper]
+    speeds = torch.stack(
+      [
+        torch.stack(
+          [
+            env.scene[k].data.root_link_lin_vel_w.norm(dim=-1),
+            env.scene[k].data.root_link_ang_vel_w.norm(dim=-1),
+          ],
+          -1,
+        )
+        for k in names
+      ],
+      1,
+    ).cpu()  # [B, K, 2]
+    outlier = (speeds[..., 0] > SPEED_OUTLIER[0]) | (speeds[..., 1] > SPEED_OUTLIER[1])
+    self.outlier_steps += outlier.any(-1).long()
+    self.resets += (terminated | truncated).cpu().long()
+
+  def metrics(self, env) -> dict:
+    return {
+      "max_penetration_m": self.penetration.tolist(),
+      "deepest_contact_geoms": [
+        [env.sim.mj_model.geom(int(g)).name for g in p] if p[0] >= 0 else None
+        for p in self.deepest_pair
+      ],
+      "contact_overflow_steps": self.overflow_steps.tolist(),
+      "nonfinite_steps": self.nonfinite_steps.tolist(),
+      "speed_outlier_steps": self.outlier_steps.tolist(),
+      "speed_outlier_limits": {
+        "linear_m_s": SPEED_OUTLIER[0],
+        "angular_rad_s": SPEED_OUTLIER[1],
+      },
+      "episode_resets": self.resets.tolist(),
+    }
+
+
+def run(env, controller, recorder, max_steps: int, names) -> Watch:
+  """Step the controller until --max-steps (or the expert is done)."""
+  from mjlab_tasks.bin_pick import mdp
+
+  watch = Watch.empty(env.num_envs)
   video_every = max(1, round(1.0 / (VIDEO_FPS * env.step_dt)))
-
-  penetration = torch.zeros(n)
-  deepest_pair = torch.full((n, 2), -1, dtype=torch.long)
-  overflow_steps = torch.zeros(n, dtype=torch.long)
-  nonfinite_steps = torch.zeros(n, dtype=torch.long)
-  outlier_steps = torch.zeros(n, dtype=torch.long)
-  resets = torch.zeros(n, dtype=torch.long)
-  steps = 0
-  with tqdm(total=args.max_steps, desc="bin_pick steps", unit="step") as bar:
-    while steps < args.max_steps and not bool(expert.done.all()):
-      if recorder is not None and steps % video_every == 0:
+  with tqdm(total=max_steps, desc="bin_pick steps", unit="step") as bar:
+    while watch.steps < max_steps and not all_done(controller):
+      if recorder is not None and watch.steps % video_every == 0:
         recorder.capture(env.sim.data, env.scene.env_origins)
-      _, _, terminated, truncated, _ = env.step(expert.act())
-      steps += 1
-      health = physics_health(env)
-      overflow_steps += health["contact_overflow"].cpu().long()
-      nonfinite_steps += health["nonfinite"].cpu().long()
-      depth, pair = (t.cpu() for t in max_penetration(env))
-      deeper = depth > penetration
-      penetration[deeper] = depth[deeper]
-      deepest_pair[deeper] = pair[deeper]
-      speeds = torch.stack(
-        [
-          torch.stack(
-            [
-              env.scene[k].data.root_link_lin_vel_w.norm(dim=-1),
-              env.scene[k].data.root_link_ang_vel_w.norm(dim=-1),
-            ],
-            -1,
-          )
-          for k in names
-        ],
-        1,
-      ).cpu()  # [B, K, 2]
-      outlier = (speeds[..., 0] > SPEED_OUTLIER[0]) | (
-        speeds[..., 1] > SPEED_OUTLIER[1]
-      )
-      outlier_steps += outlier.any(-1).long()
-      resets += (terminated | truncated).cpu().long()
+      _, _, terminated, truncated, _ = env.step(controller.act())
+      watch.steps += 1
+      watch.update(env, names, terminated, truncated)
       bar.update(1)
-      if steps % 20 == 0:
+      if watch.steps % 20 == 0:
         verdict = mdp.bin_pick_verdict(env)
         bar.set_postfix(
           delivered=f"{int(verdict['delivered_count'].sum())}/{int(verdict['poured_count'].sum())}"
         )
-  wall = time.perf_counter() - start
   if recorder is not None:
     recorder.capture(env.sim.data, env.scene.env_origins)
+  return watch
 
-  verdict = mdp.bin_pick_verdict(env)
-  state = mdp.read_object_state(env)
-  sim_time = steps * env.step_dt
-  per_env = []
-  for i in range(n):
-    log = expert.logs[i]
+
+def env_rows(env, controller, pour, verdict, watch: Watch, sim_time: float) -> list:
+  """Per environment: poured, delivered, outcome (and the expert's record)."""
+  names = pour.cfg.names
+  rows = []
+  for i in range(env.num_envs):
     poured = int(verdict["poured_count"][i])
     delivered = int(verdict["delivered_count"][i])
+    log = controller.logs[i] if is_expert(controller) else None
     if bool(verdict["bin_cleared"][i]):
       outcome = "bin_cleared"
-    elif resets[i] > 0:
+    elif watch.resets[i] > 0:
       outcome = "physics_reset"
-    elif log.outcome == "finished":
+    elif log is not None and log.outcome == "finished":
       outcome = "finished"
     else:
       outcome = "timeout"
-    end_time = log.outcome_time if log.outcome is not None else sim_time
-    per_env.append(
-      {
-        "env": i,
-        "poured": poured,
-        "delivered": delivered,
-        "delivered_fraction": delivered / poured if poured else None,
-        "outcome": outcome,
-        "expert_stage_at_end": STAGE_NAMES[Stage(int(expert.stage[i]))],
-        "end_time_s": round(end_time, 3),
-        "delivery_times_s": log.delivery_times,
-        "time_per_delivery_s": round(
-          log.delivery_times[-1] / len(log.delivery_times), 3
-        )
-        if log.delivery_times
-        else None,
-        "failure_reasons": dict(log.failures),
-        "plans": log.plans,
-        "planned_candidates_checked": log.planned_candidates,
-        "planning_wall_s": round(log.planning_wall_s, 3),
-        "undelivered_objects": [
-          names[k]
-          for k in range(len(names))
-          if bool(pour.in_bin[i, k]) and not bool(verdict["delivered"][i, k])
-        ],
+    undelivered = [
+      names[k]
+      for k in range(len(names))
+      if bool(pour.in_bin[i, k]) and not bool(verdict["delivered"][i, k])
+    ]
+    row = {
+      "env": i,
+      "poured": poured,
+      "delivered": delivered,
+      "delivered_fraction": delivered / poured if poured else None,
+      "outcome": outcome,
+    }
+    if log is None:
+      row |= {"end_time_s": round(sim_time, 3), "undelivered_objects": undelivered}
+    else:
+      row |= expert_row(controller, i, log, sim_time) | {
+        "undelivered_objects": undelivered
       }
-    )
+    rows.append(row)
+  return rows
+
+
+def expert_row(expert, i: int, log, sim_time: float) -> dict:
+  """The expert's own record of environment i: stage, deliveries, planning."""
+  from experts.bin_pick.expert import STAGE_NAMES, Stage
+
+  end_time = log.outcome_time if log.outcome is not None else sim_time
+  return {
+    "expert_stage_at_end": STAGE_NAMES[Stage(int(expert.stage[i]))],
+    "end_time_s": round(end_time, 3),
+    "delivery_times_s": log.delivery_times,
+    "time_per_delivery_s": round(log.delivery_times[-1] / len(log.delivery_times), 3)
+    if log.delivery_times
+    else None,
+    "failure_reasons": dict(log.failures),
+    "plans": log.plans,
+    "planned_candidates_checked": log.planned_candidates,
+    "planning_wall_s": round(log.planning_wall_s, 3),
+  }
+
+
+def summarize(per_env: list, controller, n: int, sim_time, wall, steps) -> dict:
   total_poured = sum(e["poured"] for e in per_env)
   total_delivered = sum(e["delivered"] for e in per_env)
-  delivery_times = [t for e in per_env for t in e["delivery_times_s"]]
   outcomes = Counter(e["outcome"] for e in per_env)
   summary = {
     "environments": n,
@@ -293,69 +388,41 @@ def main(args: Args) -> int:
     "bin_cleared_rate": outcomes["bin_cleared"] / n,
     "finished_rate": outcomes["finished"] / n,
     "timeout_rate": outcomes["timeout"] / n,
-    # Simulated time up to each environment's last verified delivery, per delivery.
-    "mean_time_per_delivery_s": round(
-      sum(e["delivery_times_s"][-1] for e in per_env if e["delivery_times_s"])
-      / len(delivery_times),
-      3,
-    )
-    if delivery_times
-    else None,
-    "failure_reasons": _summary_counts([e["failure_reasons"] for e in per_env]),
-    "planning_rejections": _summary_counts([log.rejections for log in expert.logs]),
+  }
+  if is_expert(controller):
+    delivery_times = [t for e in per_env for t in e["delivery_times_s"]]
+    summary |= {
+      # Simulated time up to each environment's last verified delivery, per delivery.
+      "mean_time_per_delivery_s": round(
+        sum(e["delivery_times_s"][-1] for e in per_env if e["delivery_times_s"])
+        / len(delivery_times),
+        3,
+      )
+      if delivery_times
+      else None,
+      "failure_reasons": _summary_counts([e["failure_reasons"] for e in per_env]),
+      "planning_rejections": _summary_counts(
+        [log.rejections for log in controller.logs]
+      ),
+    }
+  return summary | {
     "simulated_time_s": round(sim_time, 2),
     "wall_time_s": round(wall, 2),
     "env_steps_per_s": round(steps * n / wall, 2),
   }
-  config = {
-    **{k: str(v) for k, v in asdict(args).items()},
-    "output": str(out_dir),
-    "device": device,
-    "engine": engine,
-    "bin_inner_mm": [
-      400,
-      round(args.bin_width * 1000, 1),
-      round(args.bin_height * 1000, 1),
-    ],
-    "delivery_thresholds": asdict(
-      env.termination_manager.get_term_cfg(mdp.CLEARED_TERM).func.thresholds
-    ),
-    "expert": {k: str(v) for k, v in asdict(expert.cfg).items()},
-  }
-  report = {
-    "task": "BinPick-UR5-RG2",
-    "controller": "experts.bin_pick.BinPickExpert (privileged, CPU replica planning)",
-    "config": config,
-    "summary": summary,
-    "environments": per_env,
-  }
-  files = {
-    "report.json": report,
-    "transitions.json": {str(i): expert.logs[i].transitions for i in range(n)},
-    "planning_rejections.json": {
-      "by_environment": {str(i): dict(expert.logs[i].rejections) for i in range(n)},
-      "total": summary["planning_rejections"],
-    },
-    "physics_metrics.json": {
-      "max_penetration_m": penetration.tolist(),
-      "deepest_contact_geoms": [
-        [env.sim.mj_model.geom(int(g)).name for g in p] if p[0] >= 0 else None
-        for p in deepest_pair
-      ],
-      "contact_overflow_steps": overflow_steps.tolist(),
-      "nonfinite_steps": nonfinite_steps.tolist(),
-      "speed_outlier_steps": outlier_steps.tolist(),
-      "speed_outlier_limits": {
-        "linear_m_s": SPEED_OUTLIER[0],
-        "angular_rad_s": SPEED_OUTLIER[1],
-      },
-      "episode_resets": resets.tolist(),
-    },
-    "source_snapshot.json": source_snapshot(),
-  }
+
+
+def final_states(env, pour, verdict) -> dict:
+  """Every object's final pose, bounds, speed and delivery conditions."""
+  from evaluators.bin_pick import CONDITIONS
+  from mjlab_tasks.bin_pick import mdp
+  from mjlab_tasks.bin_pick.env_cfg import object_bounds
+
+  names = pour.cfg.names
+  state = mdp.read_object_state(env)
   bounds = [object_bounds(env, k) for k in names]
   final = {}
-  for i in range(n):
+  for i in range(env.num_envs):
     rows = []
     for k, name in enumerate(names):
       data = env.scene[name].data
@@ -375,30 +442,109 @@ def main(args: Args) -> int:
         }
       )
     final[str(i)] = rows
-  files["final_states.json"] = final
+  return final
+
+
+def run_config(args: Args, out_dir: Path, device, engine, env, controller) -> dict:
+  from mjlab_tasks.bin_pick import mdp
+
+  config = {
+    **{k: str(v) for k, v in asdict(args).items()},
+    "output": str(out_dir),
+    "device": device,
+    "engine": engine,
+    "bin_inner_mm": [
+      400,
+      round(args.bin_width * 1000, 1),
+      round(args.bin_height * 1000, 1),
+    ],
+    "delivery_thresholds": asdict(
+      env.termination_manager.get_term_cfg(mdp.CLEARED_TERM).func.thresholds
+    ),
+  }
+  if is_expert(controller):
+    config["expert"] = {k: str(v) for k, v in asdict(controller.cfg).items()}
+  return config
+
+
+def print_table(per_env: list, summary: dict, device: str, engine: str) -> None:
+  print(f"\n{'env':>4} {'poured':>6} {'delivered':>9} {'outcome':>13}  failures")
+  for e in per_env:
+    print(
+      f"{e['env']:>4} {e['poured']:>6} {e['delivered']:>9} {e['outcome']:>13}  "
+      f"{e.get('failure_reasons') or '-'}"
+    )
+  frac = summary["delivered_fraction"]
+  print(
+    f"\ndelivered {summary['delivered']}/{summary['poured']} "
+    f"({'-' if frac is None else f'{frac:.1%}'}); bin_cleared "
+    f"{summary['outcomes'].get('bin_cleared', 0)}/{summary['environments']}; "
+    f"{delivery_note(summary)}"
+    f"{summary['env_steps_per_s']} env steps/s on {device} ({engine} engine)."
+  )
+
+
+def delivery_note(summary: dict) -> str:
+  """The expert's time per delivery (it records each delivery; a policy not)."""
+  if "mean_time_per_delivery_s" not in summary:
+    return ""
+  return f"time per delivery {summary['mean_time_per_delivery_s']} s; "
+
+
+def main(args: Args) -> int:
+  device, engine, output = check_args(args)
+  out_dir = create_folder(output)
+
+  from mjlab_tasks.common.runtime import quiet_warp, source_snapshot
+
+  quiet_warp()
+
+  from mjlab_tasks.bin_pick import mdp
+  from mjlab_tasks.bin_pick.env_cfg import pourer
+
+  start = time.perf_counter()
+  env = build_env(args, device, engine)
+  controller = make_controller(env, args.policy, device)
+  pour = pourer(env)
+  recorder = make_recorder(env, args)
+  watch = run(env, controller, recorder, args.max_steps, pour.cfg.names)
+  wall = time.perf_counter() - start
+
+  verdict = mdp.bin_pick_verdict(env)
+  sim_time = watch.steps * env.step_dt
+  per_env = env_rows(env, controller, pour, verdict, watch, sim_time)
+  n = args.num_envs
+  summary = summarize(per_env, controller, n, sim_time, wall, watch.steps)
+  report = {
+    "task": TASK,
+    "controller": EXPERT if is_expert(controller) else controller.description,
+    "config": run_config(args, out_dir, device, engine, env, controller),
+    "summary": summary,
+    "environments": per_env,
+  }
+  files = {"report.json": report}
+  if is_expert(controller):
+    files["transitions.json"] = {
+      str(i): controller.logs[i].transitions for i in range(n)
+    }
+    files["planning_rejections.json"] = {
+      "by_environment": {str(i): dict(controller.logs[i].rejections) for i in range(n)},
+      "total": summary["planning_rejections"],
+    }
+  files["physics_metrics.json"] = watch.metrics(env)
+  files["source_snapshot.json"] = source_snapshot()
+  files["final_states.json"] = final_states(env, pour, verdict)
   if recorder is not None:
     recorder.save_poses(out_dir / "video_poses.npz")
     report["videos"] = [p.name for p in recorder.render(out_dir)]
   for name, content in files.items():
     (out_dir / name).write_text(json.dumps(content, indent=2))
 
-  print(f"\n{'env':>4} {'poured':>6} {'delivered':>9} {'outcome':>13}  failures")
-  for e in per_env:
-    print(
-      f"{e['env']:>4} {e['poured']:>6} {e['delivered']:>9} {e['outcome']:>13}  "
-      f"{e['failure_reasons'] or '-'}"
-    )
-  frac = summary["delivered_fraction"]
-  print(
-    f"\ndelivered {total_delivered}/{total_poured} "
-    f"({'-' if frac is None else f'{frac:.1%}'}); bin_cleared {outcomes['bin_cleared']}/{n}; "
-    f"time per delivery {summary['mean_time_per_delivery_s']} s; "
-    f"{summary['env_steps_per_s']} env steps/s on {device} ({engine} engine)."
-  )
-  if int(overflow_steps.sum()) or int(nonfinite_steps.sum()):
+  print_table(per_env, summary, device, engine)
+  if int(watch.overflow_steps.sum()) or int(watch.nonfinite_steps.sum()):
     print("WARNING: physics problems flagged; see physics_metrics.json.")
   print(f"wrote {out_dir}")
-  expert.close()
+  controller.close()
   env.close()
   return 0
 

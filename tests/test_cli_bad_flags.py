@@ -21,11 +21,12 @@ sys.path.insert(0, str(SCRIPTS))  # The tools import cli_args from their folder.
 
 import cli_args  # noqa: E402
 
-HELPERS = {"cli_args.py"}  # Modules in scripts/ that are not tools.
+HELPERS = {"cli_args.py", "mjlab_cli.py"}  # Modules in scripts/ that are not tools.
 
 # Placeholders filled per test: {dir} an existing folder, {file} an existing
 # regular file, {new} a path that does not exist yet, {poses} a poses file
-# with its model beside it, {run} a training run folder, {png} an existing PNG.
+# with its model beside it, {run} a training run folder, {png} an existing PNG,
+# {pt} and {onnx} existing (empty) policy files.
 BASE = {
   "evaluate_cube_tray.py": ["--output", "{new}"],
   "check_robot.py": ["--output", "{new}"],
@@ -58,7 +59,8 @@ BAD = {
     ["--videos", "5"],  # More than --num-envs 4.
     ["--seed", "1.5"],
     ["--policy", "{file}/model.pt"],  # not there
-    ["--policy", "{file}"],  # not a .pt checkpoint
+    ["--policy", "{file}"],  # neither a .pt checkpoint nor an .onnx policy
+    ["--policy", "{dir}"],
   ],
   "check_robot.py": COMMON + [["--cube-mass", "0"], ["--cube-mass", "-0.05"]],
   "evaluate_binpick.py": COMMON
@@ -136,7 +138,11 @@ def paths(tmp_path) -> dict[str, str]:
   (tmp_path / "train_run").mkdir()
   (tmp_path / "train_run" / "events.out.tfevents.0").write_bytes(b"")
   (tmp_path / "old.png").write_bytes(b"")
+  (tmp_path / "model_1.pt").write_bytes(b"")
+  (tmp_path / "old.onnx").write_bytes(b"")
   return {
+    "pt": str(tmp_path / "model_1.pt"),
+    "onnx": str(tmp_path / "old.onnx"),
     "run": str(tmp_path / "train_run"),
     "png": str(tmp_path / "old.png"),
     "dir": str(tmp_path / "existing"),
@@ -248,12 +254,47 @@ def test_real_run_prints_one_line(script, paths):
   assert not Path(paths["new"]).exists()
 
 
-# Tools that pass their flags on to another parser (train.py: mjlab's train)
-# check their own flags first; real runs only.
+def test_onnx_policy_without_onnxruntime_is_one_line(paths, capsys, monkeypatch):
+  """The onnx extra is optional: without it an .onnx policy is refused up front."""
+  import importlib.util
+
+  onnx_file = Path(paths["dir"]) / "policy.onnx"
+  onnx_file.write_bytes(b"")
+  find_spec = importlib.util.find_spec
+  monkeypatch.setattr(
+    importlib.util,
+    "find_spec",
+    lambda name, *a: None if name == "onnxruntime" else find_spec(name, *a),
+  )
+  for script in ("evaluate_cube_tray.py", "evaluate_binpick.py"):
+    tool = load_tool(script)
+    argv = argv_for(script, ["--policy", str(onnx_file)], paths)
+    with pytest.raises(SystemExit):
+      tool.check_args(cli_args.parse(tool.Args, argv))
+    line = one_error_line(capsys.readouterr().err)
+    assert "--policy" in line and "pip install 'manipulation-suite[onnx]'" in line
+
+
+# Tools that pass their flags on to another parser (train.py: mjlab's train,
+# play.py: mjlab's play) check their own flags first; real runs only.
+PLAY_TASK = ["CubeTray-UR5-RG2", "--engine", "mujoco"]
 PASSTHROUGH = {
   "train.py": [
     ["CubeTray-UR5-RG2", "--engine", "bullet"],
     ["NoSuchTask-UR5-RG2", "--engine", "mujoco"],
+  ],
+  "play.py": [
+    ["CubeTray-UR5-RG2", "--engine", "bullet", "--agent", "zero"],
+    ["NoSuchTask-UR5-RG2", "--engine", "mujoco", "--agent", "zero"],
+    ["--engine", "mujoco", "CubeTray-UR5-RG2", "--steps"],  # no value
+    PLAY_TASK + ["--agent", "zero", "--steps", "0"],
+    PLAY_TASK + ["--agent", "zero", "--steps", "abc"],
+    PLAY_TASK,  # --agent trained (the default) without a checkpoint
+    PLAY_TASK + ["--checkpoint-file", "{new}.pt"],  # not there
+    PLAY_TASK + ["--checkpoint-file", "{file}"],  # not a .pt checkpoint
+    PLAY_TASK + ["--export-onnx", "{new}.onnx"],  # without a checkpoint
+    PLAY_TASK + ["--checkpoint-file", "{pt}", "--export-onnx", "{new}.txt"],
+    PLAY_TASK + ["--checkpoint-file", "{pt}", "--export-onnx", "{onnx}"],  # exists
   ],
 }
 
@@ -261,9 +302,10 @@ PASSTHROUGH = {
 @pytest.mark.parametrize(
   ("script", "argv"), [(s, a) for s, cases in PASSTHROUGH.items() for a in cases]
 )
-def test_passthrough_tool_prints_one_line(script, argv):
+def test_passthrough_tool_prints_one_line(script, argv, paths):
   if not (SCRIPTS / script).exists():
     pytest.skip(f"no scripts/{script}")
-  out = run_script(script, *argv, timeout=300)
+  out = run_script(script, *[a.format(**paths) for a in argv], timeout=300)
   assert out.returncode != 0
   assert one_error_line(out.stderr).startswith("error: ")
+  assert not Path(paths["new"] + ".onnx").exists()
