@@ -303,6 +303,39 @@ def test_reset_restores_each_envs_own_pour(poured_envs):
   assert torch.all(pos[[0, 1, 3], 2] > p.snapshot[[0, 1, 3], 0, 2] + 0.29)
 
 
+def test_training_resets_draw_from_a_pool_larger_than_the_batch(rng):
+  """With ``pour_rounds`` the pourer pours that many times; resets draw pours
+  from all of them (seeded), restore the drawn pour exactly and report its
+  counts. Its first round is the one-round pour."""
+  seed = int(rng.integers(1000))
+  kwargs = dict(num_envs=2, objects=4, pour_seed=seed)
+  one = _env(**kwargs)
+  first_round = pourer(one).pool_snapshot.clone()
+  one.close()
+  env = _env(**kwargs, pour_rounds=3)
+  try:
+    p = pourer(env)
+    assert p.pool_size == 6
+    torch.testing.assert_close(p.pool_snapshot[:2], first_round, rtol=0, atol=0)
+    poses = p.pool_snapshot[..., :3].reshape(6, -1)
+    assert torch.cdist(poses, poses).add(torch.eye(6)).min() > 0.01  # six pours
+    drawn = set()
+    for _ in range(6):
+      env.reset()
+      env.sim.forward()
+      drawn.update(p.pour_index.tolist())
+      for k, name in enumerate(p.cfg.names):
+        pose = env.scene[name].data.root_link_pose_w.clone()
+        pose[:, :3] -= env.scene.env_origins
+        expected = p.pool_snapshot[p.pour_index, k, :7]
+        torch.testing.assert_close(pose, expected, atol=1e-5, rtol=0)
+      torch.testing.assert_close(p.in_bin, p.pool_in_bin[p.pour_index])
+      assert torch.equal(p.poured, p.pool_in_bin[p.pour_index].sum(-1))
+    assert len(drawn) > 2, drawn  # 12 draws from 6 pours
+  finally:
+    env.close()
+
+
 def test_no_camera_sensor_without_cameras(poured_envs):
   env = poured_envs[0][0.06]
   assert not any("d415" in name or "camera" in name for name in env.scene.sensors)

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from mjlab.entity import EntityCfg
 from mjlab.envs import ManagerBasedRlEnvCfg
+from mjlab.envs.mdp import rewards as mjlab_rewards
 from mjlab.envs.mdp import terminations as mjlab_terms
 from mjlab.envs.mdp.events import reset_scene_to_default
 from mjlab.managers.event_manager import EventTermCfg
@@ -36,11 +37,12 @@ from mjlab.managers.termination_manager import TerminationTermCfg
 from mjlab.sensor import CameraSensorCfg, ContactMatch, ContactSensorCfg
 
 from assets.objects import ObjectDesc, describe_objects, object_spec
+from assets.ur5_rg2 import PAD_GEOM_NAMES, TCP_SITE_NAME
 from evaluators.bin_pick import BinLayout
 from mjlab_tasks.bin_pick import mdp
 from mjlab_tasks.common import mdp as common_mdp
 from mjlab_tasks.common.props import open_box_spec
-from mjlab_tasks.common.scene import ROBOT, make_robot_env_cfg
+from mjlab_tasks.common.scene import ROBOT, make_robot_env_cfg, robot_observations
 
 if TYPE_CHECKING:
   from mjlab.envs import ManagerBasedRlEnv
@@ -54,6 +56,7 @@ BIN_CENTRE = (0.50, 0.0)
 DROP_DESTINATION = (0.30, 0.40)  # On the table, outside the bin.
 PARKING_X = -1.2  # Unpoured objects wait here, out of the robot's reach.
 STOP_FRACTION = 0.8  # The pour stops when the pile reaches 80% of the wall.
+OBSERVED_OBJECTS = 4  # Object slots in the actor's observation (nearest first).
 
 
 @dataclass(frozen=True)
@@ -152,40 +155,70 @@ class PourCfg:
   final_settle_s: float = 1.0
   names: tuple[str, ...] = field(default_factory=tuple)
   """Entity names of the object slots, in pouring order."""
+  rounds: int = 1
+  """Pours per environment at initialization; resets draw from all of them
+  when more than one (see ``BinPourer``)."""
 
 
 class BinPourer:
-  """Reset event that owns the pour: pours once, at initialization.
+  """Reset event that owns the pour: pours at initialization, restores at reset.
 
   At construction (environment initialization) it drops the objects into
   every environment's bin, one at a time and all environments together, each
   environment stopping when its pile reaches ``geometry.stop_height`` or it
   runs out of objects; unpoured objects are parked off the table's reach.
-  Each reset restores the environment's own pour (objects only).
+  With ``rounds`` > 1 it pours that many times, so the pool holds
+  ``rounds * num_envs`` pours and each reset draws one at random (seeded):
+  the variety of scenes a policy trains on does not depend on the batch size.
+  With one round (evaluation), each reset restores the environment's own pour.
+  ``poured``, ``in_bin``, ``pile_height`` and ``snapshot`` describe each
+  environment's current pour.
   """
 
   def __init__(self, cfg: EventTermCfg, env: ManagerBasedRlEnv):
     self.cfg: PourCfg = cfg.params["pour"]
-    self.poured = torch.zeros(env.num_envs, dtype=torch.long, device=env.device)
-    self.in_bin = torch.zeros(
-      env.num_envs, len(self.cfg.names), dtype=torch.bool, device=env.device
-    )
-    self.pile_height = torch.zeros(env.num_envs, device=env.device)
-    self.snapshot = torch.zeros(
-      env.num_envs, len(self.cfg.names), 13, device=env.device
-    )
-    self._pour(env)
+    n, k, dev = env.num_envs, len(self.cfg.names), env.device
+    if self.cfg.rounds < 1:
+      raise ValueError("pour rounds must be at least 1")
+    rng = np.random.default_rng(self.cfg.seed)
+    rounds = [self._pour(env, rng) for _ in range(self.cfg.rounds)]
+    # The pool: [rounds * num_envs, ...], round-major.
+    self.pool_snapshot = torch.cat([r[0] for r in rounds])
+    self.pool_in_bin = torch.cat([r[1] for r in rounds])
+    self.pool_height = torch.cat([r[2] for r in rounds])
+    self._draws = torch.Generator().manual_seed(self.cfg.seed)
+    self.pour_index = torch.arange(n, device=dev)
+    self.snapshot = torch.zeros(n, k, 13, device=dev)
+    self.in_bin = torch.zeros(n, k, dtype=torch.bool, device=dev)
+    self.pile_height = torch.zeros(n, device=dev)
+    self.poured = torch.zeros(n, dtype=torch.long, device=dev)
+    self._select(torch.arange(n, device=dev), torch.arange(n, device=dev))
+
+  @property
+  def pool_size(self) -> int:
+    return int(self.pool_snapshot.shape[0])
 
   def __call__(self, env: ManagerBasedRlEnv, env_ids: torch.Tensor | None, pour=None):
     del pour
     ids = torch.arange(env.num_envs, device=env.device) if env_ids is None else env_ids
+    if self.cfg.rounds > 1:
+      draw = torch.randint(self.pool_size, (len(ids),), generator=self._draws)
+      self._select(draw.to(env.device), ids)
     for k, name in enumerate(self.cfg.names):
       state = self.snapshot[ids, k].clone()
       state[:, :3] += env.scene.env_origins[ids]
       env.scene[name].write_root_state_to_sim(state, env_ids=ids)
 
+  def _select(self, pool_ids: torch.Tensor, env_ids: torch.Tensor) -> None:
+    """Make pool entries ``pool_ids`` the current pours of ``env_ids``."""
+    self.pour_index[env_ids] = pool_ids
+    self.snapshot[env_ids] = self.pool_snapshot[pool_ids]
+    self.in_bin[env_ids] = self.pool_in_bin[pool_ids]
+    self.pile_height[env_ids] = self.pool_height[pool_ids]
+    self.poured[env_ids] = self.in_bin[env_ids].sum(dim=-1)
+
   def reset(self, env_ids=None) -> None:
-    """The pour is fixed for the run; nothing to reset."""
+    """The pool is fixed for the run; nothing to reset."""
 
   # Pouring.
 
@@ -213,10 +246,6 @@ class BinPourer:
       env.sim.step()
     env.sim.forward()
 
-  def _object_tops(self, env: ManagerBasedRlEnv, k: int) -> torch.Tensor:
-    """Highest point of object k above the env origin, from its geoms' AABBs."""
-    return object_bounds(env, self.cfg.names[k])[1][:, 2]
-
   def _inside_bin(self, env: ManagerBasedRlEnv, name: str) -> torch.Tensor:
     """Object wholly within the inner walls and not below the floor [B]."""
     (x0, x1), (y0, y1) = self.cfg.geometry.inner_bounds()
@@ -230,11 +259,14 @@ class BinPourer:
       & (lo[:, 2] >= BIN_FLOOR - tol)
     )
 
-  def _pour(self, env: ManagerBasedRlEnv) -> None:
+  def _pour(
+    self, env: ManagerBasedRlEnv, rng: np.random.Generator
+  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One pour in every environment: (snapshot [B, K, 13] in the env frame,
+    in_bin [B, K], pile height [B])."""
     n, dev = env.num_envs, env.device
     geom = self.cfg.geometry
     (x0, x1), (y0, y1) = geom.inner_bounds()
-    rng = np.random.default_rng(self.cfg.seed)
     origins = env.scene.env_origins
     self._hold_robot(env)
     for k, name in enumerate(self.cfg.names):
@@ -290,17 +322,15 @@ class BinPourer:
     # Objects can still shift while the pile settles: count what is in the bin.
     for k, name in enumerate(self.cfg.names):
       in_bin[:, k] &= self._inside_bin(env, name)
-    self.in_bin = in_bin
-    self.poured = in_bin.sum(dim=-1)
     tops = torch.stack(
       [object_bounds(env, name)[1][:, 2] for name in self.cfg.names], -1
     )
-    self.pile_height = torch.where(in_bin, tops, BIN_FLOOR).amax(dim=-1) - BIN_FLOOR
+    pile_height = torch.where(in_bin, tops, BIN_FLOOR).amax(dim=-1) - BIN_FLOOR
+    snapshot = torch.zeros(n, len(self.cfg.names), 13, device=dev)
     for k, name in enumerate(self.cfg.names):
-      data = env.scene[name].data
-      self.snapshot[:, k, :7] = data.root_link_pose_w
-      self.snapshot[:, k, :3] -= origins
-      self.snapshot[:, k, 7:] = 0.0
+      snapshot[:, k, :7] = env.scene[name].data.root_link_pose_w
+      snapshot[:, k, :3] -= origins
+    return snapshot, in_bin, pile_height
 
 
 def _geom_points(model: mujoco.MjModel, gid: int) -> tuple[np.ndarray, float]:
@@ -382,6 +412,9 @@ def bin_pick_env_cfg(
   num_envs: int = 1,
   object_seed: int = 0,
   pour_seed: int = 0,
+  pour_rounds: int = 1,
+  end_on_clear: bool = True,
+  episode_length_s: float | None = None,
 ) -> ManagerBasedRlEnvCfg:
   """Bin-picking scene.
 
@@ -396,6 +429,11 @@ def bin_pick_env_cfg(
     num_envs: Number of parallel environments.
     object_seed: Seed of the object set (shapes, sizes, densities).
     pour_seed: Seed of the pour (drop positions and orientations).
+    pour_rounds: Pours per environment at initialization; with more than one,
+      every reset draws one of the ``pour_rounds * num_envs`` pours (training).
+    end_on_clear: End the episode when the bin is cleared (evaluation). For
+      training, False: the cleared bin pays the most and stays (absorbing).
+    episode_length_s: Episode length [s]; default 60 (180 with ``play``).
   """
   if objects < 1:
     raise ValueError("objects must be at least 1.")
@@ -423,7 +461,7 @@ def bin_pick_env_cfg(
     arm_action=arm_action,
     with_camera=True,
     num_envs=num_envs,
-    episode_length_s=180.0 if play else 60.0,
+    episode_length_s=episode_length_s or (180.0 if play else 60.0),
   )
   # Contact buffers sized for the pile (MuJoCo Warp); overflow is reported
   # per environment by mjlab_tasks.common.mdp.physics_health.
@@ -433,18 +471,18 @@ def bin_pick_env_cfg(
     func=BinPourer,
     mode="reset",
     params={
-      "pour": PourCfg(objects=descs, geometry=geometry, seed=pour_seed, names=names)
+      "pour": PourCfg(
+        objects=descs,
+        geometry=geometry,
+        seed=pour_seed,
+        names=names,
+        rounds=pour_rounds,
+      )
     },
   )
-  # Actor: proprioception (a vision policy adds the wrist camera). Critic: also
-  # the privileged object poses.
-  critic = dict(cfg.observations["actor"].terms)
-  for desc in descs:
-    critic[f"{desc.name}_pose"] = ObservationTermCfg(
-      func=common_mdp.root_pose, params={"asset_cfg": SceneEntityCfg(desc.name)}
-    )
-  cfg.observations["critic"] = ObservationGroupCfg(critic, enable_corruption=False)
-  # Which objects a robot body touches (the delivery rule's "released").
+  cfg.observations = _observations(descs)
+  # Which objects a robot body touches (the delivery rule's "released"), and
+  # which the two pads hold (the grasp signal).
   cfg.scene.sensors = (
     *cfg.scene.sensors,
     *(
@@ -457,21 +495,42 @@ def bin_pick_env_cfg(
       )
       for desc in descs
     ),
+    *(
+      ContactSensorCfg(
+        name=mdp.pad_contact_sensor_name(desc.name),
+        primary=ContactMatch(mode="geom", pattern=PAD_GEOM_NAMES, entity=ROBOT),
+        secondary=ContactMatch(mode="body", pattern="obj", entity=desc.name),
+        fields=("found",),
+        reduce="none",
+      )
+      for desc in descs
+    ),
   )
   cfg.terminations = {
     "time_out": TerminationTermCfg(func=mjlab_terms.time_out, time_out=True),
     mdp.CLEARED_TERM: TerminationTermCfg(
-      func=mdp.BinCleared, params={"layout": geometry.layout()}
+      func=mdp.BinCleared,
+      params={"layout": geometry.layout(), "terminate": end_on_clear},
     ),
     "nan": TerminationTermCfg(func=mjlab_terms.nan_detection),
   }
+  tool = {"tcp_site": TCP_SITE_NAME, "robot": ROBOT}
   cfg.rewards = {
-    "delivered": RewardTermCfg(func=mdp.delivered_fraction, weight=1.0),
-    "bin_cleared": RewardTermCfg(func=mdp.bin_cleared_flag, weight=10.0),
+    "progress": RewardTermCfg(
+      func=mdp.bin_pick_progress, weight=1.0, params={**tool, "rim_z": geometry.rim_z}
+    ),
+    "action_rate": RewardTermCfg(func=mjlab_rewards.action_rate_l2, weight=-0.01),
   }
   cfg.metrics = {
     "delivered_fraction": MetricsTermCfg(func=mdp.delivered_fraction, reduce="last"),
     "bin_cleared": MetricsTermCfg(func=mdp.bin_cleared_flag, reduce="max"),
+    "grasped": MetricsTermCfg(func=mdp.grasped_flag, reduce="max"),
+    "lifted": MetricsTermCfg(
+      func=mdp.lifted_flag, params={"rim_z": geometry.rim_z}, reduce="max"
+    ),
+    "tool_object_distance": MetricsTermCfg(
+      func=mdp.tool_object_distance, params=tool, reduce="mean"
+    ),
   }
   if cameras:
     cfg.scene.sensors = (
@@ -494,6 +553,29 @@ def bin_pick_env_cfg(
       ),
     )
   return cfg
+
+
+def _observations(descs: tuple[ObjectDesc, ...]) -> dict[str, ObservationGroupCfg]:
+  """Actor: proprioception, the nearest objects relative to the tool (robot
+  base frame, padded and masked, with which are delivered), the way to the
+  drop destination and the grasp signal (a vision policy adds the wrist
+  camera). Critic: the same, plus every object's true pose."""
+  tool = {"tcp_site": TCP_SITE_NAME, "robot": ROBOT}
+  actor = robot_observations()
+  actor["objects"] = ObservationTermCfg(
+    func=mdp.nearest_objects, params={**tool, "count": OBSERVED_OBJECTS}
+  )
+  actor["tool_to_drop"] = ObservationTermCfg(func=mdp.tool_to_drop_b, params=tool)
+  actor["grasped"] = ObservationTermCfg(func=mdp.any_grasped)
+  critic = dict(actor)
+  for desc in descs:
+    critic[f"{desc.name}_pose"] = ObservationTermCfg(
+      func=common_mdp.root_pose, params={"asset_cfg": SceneEntityCfg(desc.name)}
+    )
+  return {
+    "actor": ObservationGroupCfg(actor, enable_corruption=False),
+    "critic": ObservationGroupCfg(critic, enable_corruption=False),
+  }
 
 
 def _look_at_quat(eye, target) -> tuple[float, float, float, float]:
