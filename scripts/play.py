@@ -5,7 +5,7 @@
 
 This is mjlab's ``play`` (its viewer: viser in the browser, or MuJoCo's native
 window when a display is there; ``--agent zero|random|trained``,
-``--checkpoint-file model_N.pt``, ``--num-envs``, ``--video`` ...) with the
+``--checkpoint-file model_N.pt``, ``--num-envs``, ``--video True``...) with the
 suite's additions:
 
   --engine mujoco|warp   mujoco: the environment on the C MuJoCo engine (CPU);
