@@ -40,7 +40,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from cli_args import check_at_least, check_file, check_new_file, fail
+from cli_args import (
+  check_at_least,
+  check_file,
+  check_new_file,
+  fail,
+  prepare_offscreen_gl,
+)
 from mjlab_cli import (
   check_task,
   choose_engine,
@@ -114,9 +120,7 @@ def check_mjlab_args(flags: SuiteFlags, mjlab_args: list[str]) -> Path | None:
       "(or --wandb-run-path); --agent zero or random needs none."
     )
   if mjlab_value(mjlab_args, "--video") in ("True", "true"):
-    from cli_args import prepare_offscreen_gl
-
-    prepare_offscreen_gl("--video")
+    prepare_offscreen_gl("--video")  # Before mujoco is imported.
   return Path(checkpoint) if checkpoint is not None else None
 
 
