@@ -26,7 +26,7 @@ HELPERS = {"cli_args.py", "mjlab_cli.py"}  # Modules in scripts/ that are not to
 # Placeholders filled per test: {dir} an existing folder, {file} an existing
 # regular file, {new} a path that does not exist yet, {poses} a poses file
 # with its model beside it, {run} a training run folder, {png} an existing PNG,
-# {pt} and {onnx} existing (empty) policy files.
+# {pt} and {onnx} existing (empty) policy files, {hdf5} an HDF5 signature.
 BASE = {
   "evaluate_cube_tray.py": ["--output", "{new}"],
   "check_robot.py": ["--output", "{new}"],
@@ -36,6 +36,8 @@ BASE = {
   "benchmark.py": ["--json", "{new}.json"],
   "render_poses.py": ["--poses", "{poses}", "--output", "{new}"],
   "plot_training.py": ["--run", "{run}", "--output", "{new}.png"],
+  "export_lerobot.py": ["{hdf5}", "--output", "{new}"],
+  "check_lerobot_dataset.py": ["{dir}"],
 }
 COMMON = [  # Every environment tool (num-envs, device, engine, output).
   ["--engine", "bullet"],
@@ -110,6 +112,24 @@ BAD = {
     ["--output", "{dir}"],
     ["--output", "{file}/run"],
   ],
+  "export_lerobot.py": [
+    ["--output", "{dir}"],
+    ["--output", "{file}/run"],
+    ["--fps", "0"],
+    ["--fps", "abc"],
+    ["--repo-id", "no-owner"],
+    ["--task", " "],
+    ["--mask", "a/b"],
+    ["--no-such-flag", "1"],
+  ],
+  "check_lerobot_dataset.py": [
+    ["--demos", "{new}.hdf5"],
+    ["--demos", "{dir}"],
+    ["--mask", "train"],  # without --demos
+    ["--items", "0"],
+    ["--video-backend", "ffmpeg"],
+    ["--no-such-flag", "1"],
+  ],
 }
 # Left out: a flag missing its required partner.
 MISSING = {
@@ -140,6 +160,7 @@ def paths(tmp_path) -> dict[str, str]:
   (tmp_path / "old.png").write_bytes(b"")
   (tmp_path / "model_1.pt").write_bytes(b"")
   (tmp_path / "old.onnx").write_bytes(b"")
+  (tmp_path / "demos.hdf5").write_bytes(b"\x89HDF\r\n\x1a\n")
   return {
     "pt": str(tmp_path / "model_1.pt"),
     "onnx": str(tmp_path / "old.onnx"),
@@ -149,6 +170,7 @@ def paths(tmp_path) -> dict[str, str]:
     "file": str(tmp_path / "plain.txt"),
     "new": str(tmp_path / "new"),
     "poses": str(tmp_path / "run.npz"),
+    "hdf5": str(tmp_path / "demos.hdf5"),
   }
 
 
@@ -242,6 +264,8 @@ REAL_RUNS = {
   "benchmark.py": ["--num-envs", "0"],
   "render_poses.py": ["--output", "{dir}"],
   "plot_training.py": ["--run", "{dir}"],
+  "export_lerobot.py": ["--fps", "0"],
+  "check_lerobot_dataset.py": ["--items", "0"],
 }
 
 

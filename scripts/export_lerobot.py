@@ -1,0 +1,657 @@
+"""Export expert demonstrations (robomimic-layout HDF5) as a LeRobotDataset v3.0.
+
+Reads what ``collect_demos.py`` writes (``data/demo_K`` with ``obs/<key>``,
+``actions``, ``rewards``, ``dones`` and the attributes ``success``,
+``outcome``, ``reason``, ``seed``) and writes the layout that lerobot 0.4
+loads with ``LeRobotDataset(repo_id, root=DIR)``, with pyarrow only:
+
+  DIR/meta/info.json          codebase_version v3.0, fps, features, paths
+  DIR/meta/stats.json         per-feature min/max/mean/std/count/q01..q99
+  DIR/meta/tasks.parquet      the task text (pandas index) -> task_index
+  DIR/meta/episodes/chunk-000/file-000.parquet   one row per episode
+  DIR/data/chunk-000/file-000.parquet            one row per frame
+  DIR/videos/observation.images.<cam>/chunk-000/file-000.mp4  (cameras only)
+  DIR/README.md               dataset card with the source's env_args
+
+Per frame: ``observation.state`` (every non-image observation term,
+concatenated in the file's order; ``names`` tell the slices), ``action``,
+``next.reward``, ``next.done``, ``next.success``. Camera observations
+(``obs/<cam>_rgb``, uint8 [T, H, W, 3]) become AV1 videos as lerobot encodes
+them (libsvtav1, yuv420p, g=2, crf=30), through imageio-ffmpeg's ffmpeg.
+
+  python scripts/export_lerobot.py demos.hdf5 --output datasets/cube_tray
+
+Needs the optional extra: pip install 'manipulation-suite[lerobot]'.
+The layout follows lerobot 0.4.4 (lerobot/datasets/utils.py,
+lerobot_dataset.py, compute_stats.py, video_utils.py); docs/lerobot.md.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import tyro
+from cli_args import check_file, check_new_folder, fail, parse
+
+CODEBASE_VERSION = "v3.0"
+# lerobot's defaults (DEFAULT_CHUNK_SIZE, DEFAULT_*_FILE_SIZE_IN_MB): a new file
+# when one would pass the size, a new chunk folder every 1000 files.
+CHUNKS_SIZE = 1000
+DATA_FILE_MB = 100
+VIDEO_FILE_MB = 200
+DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
+EPISODES_PATH = "meta/episodes/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+QUANTILES = {"q01": 0.01, "q10": 0.10, "q50": 0.50, "q90": 0.90, "q99": 0.99}
+# lerobot's video settings (LeRobotDataset: vcodec libsvtav1, pix_fmt yuv420p,
+# g=2 so that any frame decodes from a key frame one step back, crf 30, preset 12).
+VIDEO_ARGS = ["-c:v", "libsvtav1", "-pix_fmt", "yuv420p", "-g", "2", "-crf", "30"]
+VIDEO_ARGS += ["-preset", "12"]
+VIDEO_INFO = {"video.codec": "av1", "video.pix_fmt": "yuv420p"}
+EXTRA = "pip install 'manipulation-suite[lerobot]'"
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
+DEMO = re.compile(r"demo_(\d+)")
+DEFAULT_FEATURES = {  # lerobot's DEFAULT_FEATURES, in its order.
+  "timestamp": "float32",
+  "frame_index": "int64",
+  "episode_index": "int64",
+  "index": "int64",
+  "task_index": "int64",
+}
+
+
+@dataclass
+class Args:
+  demos: tyro.conf.Positional[Path]
+  """Demonstrations in the robomimic layout (collect_demos.py's HDF5 file)."""
+  output: Path
+  """Folder for the LeRobotDataset; must not exist. Written beside it under a
+  temporary name and renamed when complete, so a crash leaves nothing here."""
+  repo_id: str | None = None
+  """Hub-style dataset name (owner/name) for the dataset card; load with
+  LeRobotDataset(repo_id, root=OUTPUT). Default: manipulation-suite/<file stem>."""
+  fps: int = 20
+  """Frames per second: the rate the demonstrations were recorded at (the
+  tasks' policies act at 20 Hz). Sets the timestamps and the video rate."""
+  task: str | None = None
+  """The task text of every frame (LeRobot's language task). Default: the
+  file's env_args env_name (the task id), else the file name."""
+  mask: str | None = None
+  """Export only the demos listed in mask/<MASK> (e.g. train, valid, success);
+  default every demo."""
+
+
+def hdf5_signature_at(path: Path) -> bool:
+  """HDF5's superblock signature at 0, 512, 1024, ... (where HDF5 puts it)."""
+  size = path.stat().st_size
+  with path.open("rb") as f:
+    offset = 0
+    while offset + len(HDF5_SIGNATURE) <= size:
+      f.seek(offset)
+      if f.read(len(HDF5_SIGNATURE)) == HDF5_SIGNATURE:
+        return True
+      offset = 512 if offset == 0 else offset * 2
+  return False
+
+
+def check_args(args: Args) -> None:
+  """Every flag checked before the file is read (no h5py or pyarrow needed)."""
+  check_file(args.demos, "DEMOS")
+  if not hdf5_signature_at(args.demos):
+    fail(f"DEMOS {args.demos} is not an HDF5 file.")
+  check_new_folder(args.output)
+  if args.fps < 1:
+    fail(f"--fps must be at least 1, got {args.fps}.")
+  if args.repo_id is not None and not REPO_ID.fullmatch(args.repo_id):
+    fail(f"--repo-id must look like owner/name, got {args.repo_id!r}.")
+  if args.task is not None and not args.task.strip():
+    fail("--task must not be empty.")
+  if args.mask is not None and not re.fullmatch(r"[\w.-]+", args.mask):
+    fail(f"--mask must name a mask (e.g. train, success), got {args.mask!r}.")
+
+
+def require_extra() -> None:
+  """pyarrow, h5py and imageio-ffmpeg come with the optional extra."""
+  missing = [
+    m
+    for m in ("pyarrow", "h5py", "imageio_ffmpeg")
+    if importlib.util.find_spec(m) is None
+  ]
+  if missing:
+    fail(f"export_lerobot.py needs {', '.join(missing)}: {EXTRA}")
+
+
+# ---------------------------------------------------------------- reading
+
+
+def text(value) -> str:
+  return value.decode() if isinstance(value, bytes) else str(value)
+
+
+@dataclass
+class Layout:
+  """What every exported demo holds, taken from the first and checked on all."""
+
+  state_keys: list[str]
+  state_names: list[str]
+  cameras: dict[str, tuple[int, int]]  # obs key -> (height, width)
+  action_dim: int
+
+
+def demo_names(f, demos: Path, mask: str | None) -> list[str]:
+  data = f.get("data")
+  if data is None or not hasattr(data, "keys"):
+    fail(f"DEMOS {demos}: no 'data' group (not the robomimic layout).")
+  names = sorted(
+    (n for n in data.keys() if DEMO.fullmatch(n)), key=lambda n: int(n[5:])
+  )
+  if mask is not None:
+    if f"mask/{mask}" not in f:
+      fail(f"--mask {mask}: DEMOS {demos} has no mask/{mask}.")
+    chosen = {text(n) for n in f[f"mask/{mask}"][()]}
+    unknown = chosen - set(names)
+    if unknown:
+      fail(f"--mask {mask} lists demos not in data/: {', '.join(sorted(unknown))}.")
+    names = [n for n in names if n in chosen]
+  if not names:
+    fail(f"DEMOS {demos}: no demos to export (data/demo_K).")
+  return names
+
+
+def is_camera(ds) -> bool:
+  return ds.dtype == np.uint8 and ds.ndim == 4 and ds.shape[-1] == 3
+
+
+def read_layout(demo, where: str) -> Layout:
+  if "obs" not in demo or "actions" not in demo:
+    fail(f"{where}: needs obs/ and actions.")
+  state_keys, names, cameras = [], [], {}
+  for key, ds in demo["obs"].items():
+    if is_camera(ds):
+      cameras[key] = ds.shape[1:3]
+    elif ds.ndim in (1, 2) and np.issubdtype(ds.dtype, np.number):
+      dim = 1 if ds.ndim == 1 else ds.shape[1]
+      state_keys.append(key)
+      names += [key] if dim == 1 else [f"{key}_{i}" for i in range(dim)]
+    else:
+      fail(f"{where}/obs/{key}: shape {ds.shape} {ds.dtype} is neither [T, d] "
+           "numbers nor uint8 camera frames [T, H, W, 3].")  # fmt: skip
+  for key, (h, w) in cameras.items():
+    if h % 2 or w % 2:  # yuv420p halves the chroma planes.
+      fail(f"{where}/obs/{key}: frames {h}x{w}; video needs even sizes.")
+  actions = demo["actions"]
+  if actions.ndim != 2:
+    fail(f"{where}/actions: shape {actions.shape}, expected [T, action_dim].")
+  return Layout(state_keys, names, cameras, actions.shape[1])
+
+
+def read_demo(demo, where: str, layout: Layout) -> dict:
+  """A demo's per-frame arrays (no camera frames), checked against ``layout``."""
+  for name in ("actions", "rewards", "dones", "obs"):
+    if name not in demo:
+      fail(f"{where}: no {name}.")
+  obs_keys = set(demo["obs"].keys())
+  expected = set(layout.state_keys) | set(layout.cameras)
+  if obs_keys != expected:
+    fail(f"{where}/obs: keys {sorted(obs_keys)} differ from the first demo's "
+         f"{sorted(expected)}.")  # fmt: skip
+  actions = np.asarray(demo["actions"][()], dtype=np.float64)
+  length = len(actions)
+  if length < 1 or actions.shape != (length, layout.action_dim):
+    fail(
+      f"{where}/actions: shape {actions.shape}, expected [T>=1, {layout.action_dim}]."
+    )
+  bad = ~np.isfinite(actions).all(axis=1) | (np.abs(actions) > 1 + 1e-6).any(axis=1)
+  if bad.any():
+    step = int(np.flatnonzero(bad)[0])
+    fail(f"{where}/actions[{step}] = {actions[step].tolist()}: not finite or "
+         "outside [-1, 1].")  # fmt: skip
+  per_step = {}
+  for name in ("rewards", "dones"):
+    values = np.asarray(demo[name][()])
+    if values.reshape(len(values), -1).shape != (length, 1):
+      fail(f"{where}/{name}: shape {values.shape}, expected [{length}].")
+    per_step[name] = values.reshape(length)
+  if not np.isfinite(per_step["rewards"].astype(np.float64)).all():
+    fail(f"{where}/rewards: not finite.")
+  state = []
+  for key in layout.state_keys:
+    values = np.asarray(demo["obs"][key][()], dtype=np.float64).reshape(length, -1)
+    ds = demo["obs"][key]
+    if ds.shape[0] != length:
+      fail(f"{where}/obs/{key}: {ds.shape[0]} steps, actions have {length}.")
+    if not np.isfinite(values).all():
+      fail(f"{where}/obs/{key}: not finite.")
+    state.append(values)
+  for key, (h, w) in layout.cameras.items():
+    ds = demo["obs"][key]
+    if not is_camera(ds) or ds.shape != (length, h, w, 3):
+      fail(f"{where}/obs/{key}: shape {ds.shape} {ds.dtype}, expected uint8 "
+           f"[{length}, {h}, {w}, 3].")  # fmt: skip
+  if "success" not in demo.attrs:
+    fail(f"{where}: no 'success' attribute.")
+  success = bool(demo.attrs["success"])
+  if "success" in demo:  # A per-step verdict, where the collector recorded one.
+    step_success = np.asarray(demo["success"][()]).reshape(-1).astype(bool)
+    if len(step_success) != length:
+      fail(f"{where}/success: {len(step_success)} steps, actions have {length}.")
+  else:  # The evaluator scores an episode when it ends: its last frame.
+    step_success = np.zeros(length, bool)
+    step_success[-1] = success
+  state_dim = len(layout.state_names)
+  return {
+    "length": length,
+    "observation.state": np.concatenate(state, axis=1).astype(np.float32)
+    if state
+    else np.zeros((length, state_dim), np.float32),
+    "action": actions.astype(np.float32),
+    "next.reward": per_step["rewards"].astype(np.float32),
+    "next.done": per_step["dones"].astype(bool),
+    "next.success": step_success,
+    "source": {
+      "source/demo": where.rsplit("/", 1)[-1],
+      "source/seed": int(demo.attrs["seed"]) if "seed" in demo.attrs else -1,
+      "source/success": success,
+      "source/outcome": text(demo.attrs.get("outcome", "")),
+      "source/reason": text(demo.attrs.get("reason", "")),
+    },
+  }
+
+
+# ---------------------------------------------------------------- statistics
+
+
+def feature_stats(values: np.ndarray) -> dict[str, np.ndarray]:
+  """lerobot's per-episode stats of [N, d] values: per-dimension min, max,
+  mean, std, quantiles (exact here, histogram estimates there), count [N]."""
+  values = values.astype(np.float64)
+  stats = {
+    "min": values.min(axis=0),
+    "max": values.max(axis=0),
+    "mean": values.mean(axis=0),
+    "std": values.std(axis=0),
+    "count": np.array([len(values)]),
+  }
+  for name, q in QUANTILES.items():
+    stats[name] = np.quantile(values, q, axis=0)
+  return stats
+
+
+def image_stats(frames: np.ndarray) -> dict[str, np.ndarray]:
+  """lerobot's image stats: up to 100 frames sampled evenly, large frames
+  subsampled to about 150 pixels, per channel in [0, 1], shape (3, 1, 1)."""
+  n = len(frames)
+  count = n if n < 100 else max(100, min(int(n**0.75), 10_000))
+  picked = frames[np.round(np.linspace(0, n - 1, count)).astype(int)]
+  h, w = picked.shape[1:3]
+  if max(h, w) >= 300:
+    step = int(w / 150) if w > h else int(h / 150)
+    picked = picked[:, ::step, ::step]
+  stats = feature_stats(picked.reshape(-1, 3) / 255.0)
+  stats = {k: v.reshape(3, 1, 1) for k, v in stats.items() if k != "count"}
+  return stats | {"count": np.array([len(picked)])}  # Frames, not pixels.
+
+
+def aggregate(stats_list: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+  """lerobot's aggregate_feature_stats: count-weighted means, variances and
+  quantiles; overall min and max."""
+  counts = np.stack([s["count"] for s in stats_list]).astype(np.float64)
+  means = np.stack([s["mean"] for s in stats_list])
+  while counts.ndim < means.ndim:
+    counts = counts[..., None]
+  total = counts.sum(axis=0)
+  mean = (means * counts).sum(axis=0) / total
+  variances = np.stack([s["std"] ** 2 for s in stats_list])
+  variance = ((variances + (means - mean) ** 2) * counts).sum(axis=0) / total
+  out = {
+    "min": np.min(np.stack([s["min"] for s in stats_list]), axis=0),
+    "max": np.max(np.stack([s["max"] for s in stats_list]), axis=0),
+    "mean": mean,
+    "std": np.sqrt(variance),
+    "count": np.sum([s["count"] for s in stats_list], axis=0),
+  }
+  for name in QUANTILES:
+    out[name] = (np.stack([s[name] for s in stats_list]) * counts).sum(axis=0) / total
+  return out
+
+
+def as_json(stats: dict[str, np.ndarray]) -> dict[str, list]:
+  return {k: np.asarray(v).tolist() for k, v in stats.items()}
+
+
+# ---------------------------------------------------------------- writing
+
+
+def next_file(chunk: int, file: int) -> tuple[int, int]:
+  """lerobot's update_chunk_file_indices."""
+  return (chunk + 1, 0) if file == CHUNKS_SIZE - 1 else (chunk, file + 1)
+
+
+class VideoFiles:
+  """One camera's mp4 files: episodes appended to one ffmpeg stream per file,
+  so frame k of a file lies at k / fps; a new file past VIDEO_FILE_MB."""
+
+  def __init__(self, root: Path, key: str, size: tuple[int, int], fps: int):
+    import imageio_ffmpeg
+
+    self.ffmpeg = imageio_ffmpeg.get_ffmpeg_exe()
+    self.root, self.key, self.size, self.fps = root, key, size, fps
+    self.chunk, self.file, self.frames, self.proc = 0, 0, 0, None
+
+  def path(self) -> Path:
+    rel = VIDEO_PATH.format(
+      video_key=self.key, chunk_index=self.chunk, file_index=self.file
+    )
+    return self.root / rel
+
+  def open(self) -> None:
+    path = self.path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    h, w = self.size
+    self.proc = subprocess.Popen(
+      [self.ffmpeg, "-hide_banner", "-loglevel", "error", "-f", "rawvideo"]
+      + ["-pix_fmt", "rgb24", "-s", f"{w}x{h}", "-framerate", str(self.fps)]
+      + ["-i", "-", "-an", *VIDEO_ARGS, str(path)],
+      stdin=subprocess.PIPE,
+      stderr=subprocess.PIPE,
+    )
+
+  def close(self) -> None:
+    if self.proc is None:
+      return
+    self.proc.stdin.close()
+    err = self.proc.stderr.read().decode(errors="replace").strip()
+    if self.proc.wait() != 0:
+      fail(f"ffmpeg could not encode {self.path()}: {err.splitlines()[-1:]}")
+    self.proc = None
+
+  def append(self, frames) -> dict:
+    """Write one episode's frames (read in slices); its video metadata."""
+    if self.proc is not None and self.path().stat().st_size >= VIDEO_FILE_MB * 2**20:
+      self.close()
+      self.chunk, self.file = next_file(self.chunk, self.file)
+      self.frames = 0
+    if self.proc is None:
+      self.open()
+    start = self.frames
+    for i in range(0, len(frames), 64):
+      try:
+        self.proc.stdin.write(np.ascontiguousarray(frames[i : i + 64]).tobytes())
+      except BrokenPipeError:
+        self.close()
+        fail(f"ffmpeg stopped while encoding {self.path()}.")
+    self.frames += len(frames)
+    prefix = f"videos/{self.key}/"
+    return {
+      prefix + "chunk_index": self.chunk,
+      prefix + "file_index": self.file,
+      prefix + "from_timestamp": start / self.fps,
+      prefix + "to_timestamp": self.frames / self.fps,
+    }
+
+
+def fixed_list(pa, values: np.ndarray):
+  """[N, d] float32 as Arrow fixed_size_list<float32>[d], as datasets writes a
+  feature of shape (d,) (datasets.Sequence(length=d))."""
+  flat = pa.array(np.ascontiguousarray(values, np.float32).reshape(-1))
+  return pa.FixedSizeListArray.from_arrays(flat, values.shape[1])
+
+
+def frame_table(pa, ep: dict, episode_index: int, first_index: int, fps: int):
+  n = ep["length"]
+  frames = np.arange(n, dtype=np.int64)
+  columns = {}
+  if ep["observation.state"].shape[1]:
+    columns["observation.state"] = fixed_list(pa, ep["observation.state"])
+  columns["action"] = fixed_list(pa, ep["action"])
+  columns["next.reward"] = pa.array(ep["next.reward"], pa.float32())
+  columns["next.done"] = pa.array(ep["next.done"], pa.bool_())
+  columns["next.success"] = pa.array(ep["next.success"], pa.bool_())
+  columns["timestamp"] = pa.array((frames / fps).astype(np.float32))
+  columns["frame_index"] = pa.array(frames)
+  columns["episode_index"] = pa.array(np.full(n, episode_index, np.int64))
+  columns["index"] = pa.array(first_index + frames)
+  columns["task_index"] = pa.array(np.zeros(n, np.int64))
+  return pa.table(columns)
+
+
+def column_values(table, col: str) -> np.ndarray:
+  """A data column as [N, d] numbers (d = 1 for a scalar feature)."""
+  column = table.column(col).combine_chunks()
+  if column.type.num_fields:  # fixed_size_list: its flat values.
+    return np.asarray(column.flatten()).reshape(len(column), -1)
+  return np.asarray(column).reshape(-1, 1)
+
+
+def tasks_table(pa, task: str):
+  """meta/tasks.parquet as pandas writes DataFrame({"task_index": [0]},
+  index=[task]): lerobot reads it with pandas and takes the index as the task."""
+  table = pa.table(
+    {"task_index": pa.array([0], pa.int64()), "__index_level_0__": [task]}
+  )
+  pandas_meta = {
+    "index_columns": ["__index_level_0__"],
+    "column_indexes": [
+      {
+        "name": None,
+        "field_name": None,
+        "pandas_type": "unicode",
+        "numpy_type": "object",
+        "metadata": {"encoding": "UTF-8"},
+      }
+    ],
+    "columns": [
+      {
+        "name": "task_index",
+        "field_name": "task_index",
+        "pandas_type": "int64",
+        "numpy_type": "int64",
+        "metadata": None,
+      },
+      {
+        "name": None,
+        "field_name": "__index_level_0__",
+        "pandas_type": "unicode",
+        "numpy_type": "object",
+        "metadata": None,
+      },
+    ],
+    "creator": {"library": "pyarrow", "version": pa.__version__},
+    "pandas_version": "2.2.3",
+  }
+  return table.replace_schema_metadata({"pandas": json.dumps(pandas_meta)})
+
+
+def features_for(layout: Layout, fps: int) -> dict:
+  features = {}
+  if layout.state_names:
+    features["observation.state"] = {
+      "dtype": "float32",
+      "shape": [len(layout.state_names)],
+      "names": layout.state_names,
+    }
+  for key, (h, w) in layout.cameras.items():
+    features[camera_feature(key)] = {
+      "dtype": "video",
+      "shape": [h, w, 3],
+      "names": ["height", "width", "channels"],
+      "info": {
+        "video.height": h,
+        "video.width": w,
+        **VIDEO_INFO,
+        "video.is_depth_map": False,
+        "video.fps": fps,
+        "video.channels": 3,
+        "has_audio": False,
+      },
+    }
+  features["action"] = {
+    "dtype": "float32",
+    "shape": [layout.action_dim],
+    "names": [f"action_{i}" for i in range(layout.action_dim)],
+  }
+  features["next.reward"] = {"dtype": "float32", "shape": [1], "names": None}
+  features["next.done"] = {"dtype": "bool", "shape": [1], "names": None}
+  features["next.success"] = {"dtype": "bool", "shape": [1], "names": None}
+  for key, dtype in DEFAULT_FEATURES.items():
+    features[key] = {"dtype": dtype, "shape": [1], "names": None}
+  return features
+
+
+def camera_feature(obs_key: str) -> str:
+  return "observation.images." + obs_key.removesuffix("_rgb")
+
+
+def write_json(path: Path, data) -> None:
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_text(json.dumps(data, indent=4, ensure_ascii=False) + "\n")
+
+
+def dataset_card(repo_id: str, info: dict, demos: Path, env_args: dict) -> str:
+  return (
+    "---\nlicense: apache-2.0\ntask_categories:\n- robotics\ntags:\n- LeRobot\n"
+    "configs:\n- config_name: default\n  data_files: data/*/*.parquet\n---\n\n"
+    f"# {repo_id}\n\nExpert demonstrations of the manipulation suite, exported "
+    f"from `{demos.name}` by `scripts/export_lerobot.py` (LeRobotDataset "
+    f"{CODEBASE_VERSION}).\n\n## Source env_args\n\n```json\n"
+    f"{json.dumps(env_args, indent=2)}\n```\n\n## meta/info.json\n\n```json\n"
+    f"{json.dumps(info, indent=4)}\n```\n"
+  )
+
+
+def export(args: Args, f, root: Path) -> dict:
+  """Write the dataset under ``root``; the info.json written."""
+  import pyarrow as pa
+  import pyarrow.parquet as pq
+  from tqdm import tqdm
+
+  data = f["data"]
+  names = demo_names(f, args.demos, args.mask)
+  try:
+    env_args = json.loads(text(data.attrs.get("env_args", "{}")))
+  except json.JSONDecodeError as err:
+    fail(f"DEMOS {args.demos}: data.attrs['env_args'] is not JSON ({err.msg}).")
+  task = args.task or env_args.get("env_name") or args.demos.stem
+  repo_id = args.repo_id or f"manipulation-suite/{args.demos.stem}"
+  layout = read_layout(data[names[0]], f"data/{names[0]}")
+  # Every demo is read and checked before anything is written.
+  episodes = [read_demo(data[n], f"data/{n}", layout) for n in names]
+
+  videos = {
+    key: VideoFiles(root, camera_feature(key), size, args.fps)
+    for key, size in layout.cameras.items()
+  }
+  ep_rows, ep_stats = [], []
+  writer, chunk, file, file_bytes, total = None, 0, 0, 0, 0
+  try:
+    for index, (name, ep) in enumerate(
+      zip(tqdm(names, desc="episodes", unit="ep"), episodes, strict=True)
+    ):
+      table = frame_table(pa, ep, index, total, args.fps)
+      if writer is not None and file_bytes + table.nbytes >= DATA_FILE_MB * 2**20:
+        writer.close()
+        writer, file_bytes = None, 0
+        chunk, file = next_file(chunk, file)
+      if writer is None:
+        path = root / DATA_PATH.format(chunk_index=chunk, file_index=file)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        writer = pq.ParquetWriter(path, table.schema, compression="snappy")
+      writer.write_table(table)
+      file_bytes += table.nbytes
+      row = {"episode_index": index, "tasks": [task], "length": ep["length"]}
+      for key, video in videos.items():
+        row |= video.append(data[name]["obs"][key])
+      row |= {
+        "data/chunk_index": chunk,
+        "data/file_index": file,
+        "dataset_from_index": total,
+        "dataset_to_index": total + ep["length"],
+      }
+      stats = {
+        col: feature_stats(column_values(table, col)) for col in table.column_names
+      }
+      for key in layout.cameras:
+        stats[camera_feature(key)] = image_stats(data[name]["obs"][key])
+      ep_stats.append(stats)
+      for feature, values in stats.items():
+        row |= {f"stats/{feature}/{k}": v.tolist() for k, v in values.items()}
+      row |= ep["source"]
+      row |= {"meta/episodes/chunk_index": 0, "meta/episodes/file_index": 0}
+      ep_rows.append(row)
+      total += ep["length"]
+  finally:
+    if writer is not None:
+      writer.close()
+    for video in videos.values():
+      video.close()
+
+  columns = {key: [row[key] for row in ep_rows] for key in ep_rows[0]}
+  path = root / EPISODES_PATH.format(chunk_index=0, file_index=0)
+  path.parent.mkdir(parents=True, exist_ok=True)
+  pq.write_table(pa.table(columns), path, compression="snappy")
+  pq.write_table(tasks_table(pa, task), root / "meta/tasks.parquet")
+
+  stats = {key: as_json(aggregate([s[key] for s in ep_stats])) for key in ep_stats[0]}
+  write_json(root / "meta/stats.json", stats)
+  info = {
+    "codebase_version": CODEBASE_VERSION,
+    "robot_type": "ur5_rg2",
+    "total_episodes": len(names),
+    "total_frames": total,
+    "total_tasks": 1,
+    "chunks_size": CHUNKS_SIZE,
+    "data_files_size_in_mb": DATA_FILE_MB,
+    "video_files_size_in_mb": VIDEO_FILE_MB,
+    "fps": args.fps,
+    "splits": {"train": f"0:{len(names)}"},
+    "data_path": DATA_PATH,
+    "video_path": VIDEO_PATH if layout.cameras else None,
+    "features": features_for(layout, args.fps),
+  }
+  write_json(root / "meta/info.json", info)
+  (root / "README.md").write_text(dataset_card(repo_id, info, args.demos, env_args))
+  return info
+
+
+def main(args: Args) -> int:
+  check_args(args)
+  require_extra()
+  import h5py
+
+  try:
+    f = h5py.File(args.demos, "r")
+  except OSError as err:
+    fail(f"DEMOS {args.demos}: cannot open it as HDF5 ({err}).")
+  # Written under a temporary name beside --output, renamed when complete.
+  partial = args.output.with_name(f".{args.output.name}.partial-{os.getpid()}")
+  try:
+    with f:
+      partial.mkdir(parents=True)
+      info = export(args, f, partial)
+    if args.output.exists():
+      fail(f"--output {args.output} appeared while exporting; the export is left out.")
+    partial.rename(args.output)
+  finally:
+    if partial.exists():
+      shutil.rmtree(partial)
+  cams = [k for k, v in info["features"].items() if v["dtype"] == "video"]
+  print(
+    f"wrote {args.output}: {info['total_episodes']} episodes, "
+    f"{info['total_frames']} frames at {info['fps']} fps"
+    + (f", videos: {', '.join(cams)}" if cams else ", no cameras")
+  )
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main(parse(Args)))
