@@ -24,7 +24,7 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 import tyro
@@ -37,7 +37,7 @@ MAX_FRAME_ERROR = 0.06
 
 @dataclass
 class Args:
-  dataset: tyro.conf.Positional[Path]
+  dataset: Annotated[Path, tyro.conf.Positional, tyro.conf.arg(metavar="DATASET")]
   """The LeRobotDataset folder (export_lerobot.py's --output)."""
   demos: Path | None = None
   """The HDF5 file it was exported from: every frame is compared with it."""

@@ -37,6 +37,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import tyro
@@ -72,7 +73,7 @@ DEFAULT_FEATURES = {  # lerobot's DEFAULT_FEATURES, in its order.
 
 @dataclass
 class Args:
-  demos: tyro.conf.Positional[Path]
+  demos: Annotated[Path, tyro.conf.Positional, tyro.conf.arg(metavar="DEMOS")]
   """Demonstrations in the robomimic layout (collect_demos.py's HDF5 file)."""
   output: Path
   """Folder for the LeRobotDataset; must not exist. Written beside it under a
@@ -535,8 +536,8 @@ def export(args: Args, f, root: Path) -> dict:
   import pyarrow.parquet as pq
   from tqdm import tqdm
 
-  data = f["data"]
   names = demo_names(f, args.demos, args.mask)
+  data = f["data"]
   try:
     env_args = json.loads(text(data.attrs.get("env_args", "{}")))
   except json.JSONDecodeError as err:
