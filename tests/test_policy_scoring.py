@@ -7,6 +7,7 @@ test follows whatever observations the task has.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from dataclasses import asdict
 from pathlib import Path
@@ -99,8 +100,9 @@ def test_onnx_export_runs_in_place_of_the_expert(checkpoint, tmp_path):
   _check_report(out_dir, f"ONNX policy {onnx_file}", steps=5)
 
 
-def _untrained_cube_tray_checkpoint(path: Path) -> Path:
-  """A checkpoint of the other task, written by its own runner (untrained)."""
+def _untrained_cube_tray_policy(folder: Path) -> tuple[Path, Path]:
+  """A checkpoint of the other task written by its own runner (untrained),
+  and its ONNX export."""
   from mjlab.rl import MjlabOnPolicyRunner, RslRlVecEnvWrapper
   from mjlab.tasks.registry import load_env_cfg, load_rl_cfg
 
@@ -113,17 +115,26 @@ def _untrained_cube_tray_checkpoint(path: Path) -> Path:
     runner = MjlabOnPolicyRunner(
       RslRlVecEnvWrapper(env), asdict(load_rl_cfg("CubeTray-UR5-RG2"))
     )
-    runner.save(str(path))
+    runner.save(str(folder / "model_0.pt"))
+    runner.export_policy_to_onnx(str(folder), "cube_tray.onnx")
   finally:
     env.close()
-  return path
+  return folder / "model_0.pt", folder / "cube_tray.onnx"
 
 
 def test_bad_policies_are_one_line_errors(checkpoint, tmp_path):
-  wrong_task = _untrained_cube_tray_checkpoint(tmp_path / "model_0.pt")
+  wrong_pt, wrong_onnx = _untrained_cube_tray_policy(tmp_path)
+  has_runtime = importlib.util.find_spec("onnxruntime") is not None
   cases = [
     ("evaluate_binpick.py", tmp_path / "none.pt", "no such file"),
-    ("evaluate_binpick.py", wrong_task, f"not a readable {TASK} policy"),
+    ("evaluate_binpick.py", wrong_pt, f"not a readable {TASK} policy"),
+    (
+      "evaluate_binpick.py",
+      wrong_onnx,
+      f"is not a {TASK} policy: it maps"
+      if has_runtime
+      else "pip install 'manipulation-suite[onnx]'",
+    ),
     ("evaluate_cube_tray.py", checkpoint, "not a readable CubeTray-UR5-RG2 policy"),
   ]
   for script, policy, expected in cases:
