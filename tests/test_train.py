@@ -1,4 +1,5 @@
-"""scripts/train.py: mjlab's own PPO training on the C engine, end to end."""
+"""scripts/train.py: mjlab's own PPO training on the C engine, end to end; the
+checkpoint it writes scored, exported as ONNX (same actions) and played."""
 
 from __future__ import annotations
 
