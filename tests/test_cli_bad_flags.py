@@ -21,12 +21,18 @@ sys.path.insert(0, str(SCRIPTS))  # The tools import cli_args from their folder.
 
 import cli_args  # noqa: E402
 
-HELPERS = {"cli_args.py", "mjlab_cli.py"}  # Modules in scripts/ that are not tools.
+HELPERS = {
+  "cli_args.py",
+  "mjlab_cli.py",
+  "demo_format.py",
+  "demo_rollouts.py",
+}  # Modules in scripts/ that are not tools.
 
 # Placeholders filled per test: {dir} an existing folder, {file} an existing
 # regular file, {new} a path that does not exist yet, {poses} a poses file
 # with its model beside it, {run} a training run folder, {png} an existing PNG,
-# {pt} and {onnx} existing (empty) policy files, {hdf5} an HDF5 signature.
+# {pt} and {onnx} existing (empty) policy files, {hdf5} an HDF5 signature,
+# {demos} a valid (one-step) demonstration file.
 BASE = {
   "evaluate_cube_tray.py": ["--output", "{new}"],
   "check_robot.py": ["--output", "{new}"],
@@ -38,6 +44,9 @@ BASE = {
   "plot_training.py": ["--run", "{run}", "--output", "{new}.png"],
   "export_lerobot.py": ["{hdf5}", "--output", "{new}"],
   "check_lerobot_dataset.py": ["{dir}"],
+  "collect_demos.py": ["--task", "CubeTray-UR5-RG2", "--output", "{new}.hdf5"],
+  "merge_demos.py": ["{file}", "{poses}", "--output", "{new}.hdf5"],
+  "replay_demos.py": ["{demos}"],
 }
 COMMON = [  # Every environment tool (num-envs, device, engine, output).
   ["--engine", "bullet"],
@@ -130,11 +139,38 @@ BAD = {
     ["--video-backend", "ffmpeg"],
     ["--no-such-flag", "1"],
   ],
+  "collect_demos.py": COMMON
+  + [
+    ["--task", "NoSuchTask"],
+    ["--episodes", "0"],
+    ["--episodes", "1", "--shard", "0/2"],  # an empty shard
+    ["--shard", "2/2"],
+    ["--shard", "1-2"],
+    ["--max-steps", "0"],
+    ["--seed", "-1"],
+    ["--cameras", "wrist,scene"],
+    ["--objects", "4"],  # BinPick only
+    ["--output", "{new}.txt"],
+  ],
+  "merge_demos.py": [
+    ["--output", "{dir}"],
+    ["--output", "{new}.txt"],
+    ["--output", "{file}/run.hdf5"],
+    ["--no-such-flag", "1"],
+  ],
+  "replay_demos.py": [
+    ["--engine", "bullet"],
+    ["--device", "cuda:7"],
+    ["--engine", "mujoco", "--device", "cuda:0"],
+    ["--json", "{file}"],  # exists
+    ["--no-such-flag", "1"],
+  ],
 }
 # Left out: a flag missing its required partner.
 MISSING = {
   "glass_push_exam.py": ["--solution", "nudge", "--output", "{new}"],
   "render_poses.py": ["--output", "{new}"],
+  "merge_demos.py": ["{file}", "--output", "{new}.hdf5"],  # one input
 }
 
 
@@ -171,7 +207,33 @@ def paths(tmp_path) -> dict[str, str]:
     "new": str(tmp_path / "new"),
     "poses": str(tmp_path / "run.npz"),
     "hdf5": str(tmp_path / "demos.hdf5"),
+    "demos": write_demo_file(tmp_path / "one_step.hdf5"),
   }
+
+
+def write_demo_file(path: Path) -> str:
+  """A valid demo file of one one-step episode (scripts/demo_format.py)."""
+  import demo_format
+  import numpy as np
+
+  episode = demo_format.Episode(
+    seed=0,
+    env=0,
+    obs={"x": np.zeros((1, 2))},
+    actions=np.zeros((1, 7)),
+    rewards=np.zeros(1),
+    dones=np.ones(1),
+    states=np.zeros((1, 3)),
+    success=False,
+    outcome="failure",
+    reason="containment",
+  )
+  with demo_format.DemoWriter(
+    path, {"env_name": "CubeTray-UR5-RG2", "engine": "mujoco"}
+  ) as writer:
+    writer.add(episode)
+    writer.finish()
+  return str(path)
 
 
 def argv_for(script: str, bad: list[str], paths: dict[str, str]) -> list[str]:
@@ -266,6 +328,9 @@ REAL_RUNS = {
   "plot_training.py": ["--run", "{dir}"],
   "export_lerobot.py": ["--fps", "0"],
   "check_lerobot_dataset.py": ["--items", "0"],
+  "collect_demos.py": ["--cameras", "wrist,scene"],
+  "merge_demos.py": ["--output", "{new}.txt"],
+  "replay_demos.py": ["--engine", "bullet"],
 }
 
 
