@@ -311,6 +311,43 @@ def test_mask_task_and_fps(tmp_path):
   assert "# me/cube-tray" in (out / "README.md").read_text()
 
 
+def export_split(tmp_path: Path, tool, monkeypatch) -> Path:
+  """Export in process with file size limits of 0 MB: every episode starts a
+  new data file and a new video file, as past lerobot's 100 / 200 MB."""
+  import cli_args
+
+  monkeypatch.setattr(tool, "DATA_FILE_MB", 0)
+  monkeypatch.setattr(tool, "VIDEO_FILE_MB", 0)
+  out = tmp_path / "lerobot"
+  argv = [str(tmp_path / "demos.hdf5"), "--output", str(out)]
+  assert tool.main(cli_args.parse(tool.Args, argv)) == 0
+  return out
+
+
+def test_new_files_past_the_size_limits(tmp_path, tool, monkeypatch):
+  pytest.importorskip("pyarrow")
+  imageio_ffmpeg = pytest.importorskip("imageio_ffmpeg")
+  write_demos(tmp_path / "demos.hdf5", camera=(64, 96))
+  out = export_split(tmp_path, tool, monkeypatch)
+  key = "observation.images.wrist"
+  episodes = read_export(out)["episodes"].to_pylist()
+  assert [e["data/file_index"] for e in episodes] == [0, 1, 2]
+  assert [e[f"videos/{key}/file_index"] for e in episodes] == [0, 1, 2]
+  spans = [
+    (e[f"videos/{key}/from_timestamp"], e[f"videos/{key}/to_timestamp"])
+    for e in episodes
+  ]
+  np.testing.assert_allclose(spans, [(0, 0.6), (0, 0.35), (0, 1.0)])
+  pq = pytest.importorskip("pyarrow.parquet")
+  for k, n in enumerate(LENGTHS):
+    data = pq.read_table(out / f"data/chunk-000/file-00{k}.parquet")
+    np.testing.assert_array_equal(column(data, "episode_index"), np.full(n, k))
+    video = out / f"videos/{key}/chunk-000/file-00{k}.mp4"
+    reader = imageio_ffmpeg.read_frames(str(video))
+    next(reader)
+    assert sum(1 for _ in reader) == n
+
+
 def corrupt(path: Path, how: str) -> None:
   h5py = pytest.importorskip("h5py")
   with h5py.File(path, "r+") as f:
@@ -415,8 +452,12 @@ LEROBOT_PYTHON = ROOT / ".venv-lerobot" / "bin" / "python"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("camera", [None, (64, 96)], ids=["state", "camera"])
-def test_lerobot_loads_the_export(tmp_path, camera):
+@pytest.mark.parametrize(
+  ("camera", "split"),
+  [(None, False), ((64, 96), False), ((64, 96), True)],
+  ids=["state", "camera", "camera-file-per-episode"],
+)
+def test_lerobot_loads_the_export(tmp_path, tool, monkeypatch, camera, split):
   """lerobot 0.4.4's LeRobotDataset loads the export (in its own environment,
   built here on first use: several minutes and about 8 GiB) and every frame
   matches the source file."""
@@ -430,8 +471,11 @@ def test_lerobot_loads_the_export(tmp_path, camera):
   assert build.returncode == 0, build.stdout + build.stderr
   demos = tmp_path / "demos.hdf5"
   write_demos(demos, camera=camera)
-  out, run = export(tmp_path)
-  assert run.returncode == 0, run.stderr
+  if split:
+    out = export_split(tmp_path, tool, monkeypatch)
+  else:
+    out, run = export(tmp_path)
+    assert run.returncode == 0, run.stderr
   check = subprocess.run(
     [str(LEROBOT_PYTHON), str(ROOT / "scripts" / "check_lerobot_dataset.py")]
     + [str(out), "--demos", str(demos)],
@@ -453,10 +497,10 @@ def test_lerobot_loads_the_export(tmp_path, camera):
   pq = pytest.importorskip("pyarrow.parquet")
   import pyarrow as pa
 
-  path = out / "data/chunk-000/file-000.parquet"
+  path = out / f"data/chunk-000/file-00{1 if split else 0}.parquet"
   table = pq.read_table(path)
   rewards = column(table, "next.reward").copy()
-  rewards[15] += 1
+  rewards[3 if split else 15] += 1  # Frame 3 of episode 1.
   i = table.column_names.index("next.reward")
   pq.write_table(table.set_column(i, "next.reward", pa.array(rewards)), path)
   check = subprocess.run(
