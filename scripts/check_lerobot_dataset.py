@@ -154,7 +154,8 @@ def main(args: Args) -> int:
       fail(f"episode {ep}: episode_index differs.")
     if np.abs(columns["timestamp"][lo:hi] - frame / fps).max() > 1e-5:
       fail(f"episode {ep}: timestamps are not frame_index / {fps}.")
-  print(f"episodes: {ds.num_episodes}, lengths {lengths}, frames {len(ds)}, fps {fps}")
+  shown = lengths if len(lengths) <= 10 else f"{min(lengths)} to {max(lengths)}"
+  print(f"episodes: {ds.num_episodes}, lengths {shown}, frames {len(ds)}, fps {fps}")
 
   names, f = (None, None) if args.demos is None else source_demos(args.demos, args.mask)
   if f is not None:

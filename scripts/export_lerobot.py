@@ -288,18 +288,38 @@ def feature_stats(values: np.ndarray) -> dict[str, np.ndarray]:
   return stats
 
 
-def image_stats(frames: np.ndarray) -> dict[str, np.ndarray]:
-  """lerobot's image stats: up to 100 frames sampled evenly, large frames
-  subsampled to about 150 pixels, per channel in [0, 1], shape (3, 1, 1)."""
-  n = len(frames)
+def sampled_frames(n: int) -> np.ndarray:
+  """lerobot's frames for image stats: evenly spaced, 100 (all of a shorter
+  episode) up to n**0.75 for long ones."""
   count = n if n < 100 else max(100, min(int(n**0.75), 10_000))
-  picked = frames[np.round(np.linspace(0, n - 1, count)).astype(int)]
+  return np.round(np.linspace(0, n - 1, count)).astype(int)
+
+
+def image_stats(picked: np.ndarray) -> dict[str, np.ndarray]:
+  """lerobot's image stats of the sampled uint8 frames: large frames
+  subsampled to about 150 pixels, per channel in [0, 1], shape (3, 1, 1).
+  From per-channel histograms (uint8 has 256 values): exact and fast."""
   h, w = picked.shape[1:3]
   if max(h, w) >= 300:
     step = int(w / 150) if w > h else int(h / 150)
     picked = picked[:, ::step, ::step]
-  stats = feature_stats(picked.reshape(-1, 3) / 255.0)
-  stats = {k: v.reshape(3, 1, 1) for k, v in stats.items() if k != "count"}
+  pixels = picked.reshape(-1, 3)
+  values = np.arange(256, dtype=np.float64)
+  stats = {k: np.zeros(3) for k in ("min", "max", "mean", "std", *QUANTILES)}
+  for c in range(3):
+    counts = np.bincount(pixels[:, c], minlength=256)
+    present = np.flatnonzero(counts)
+    n = counts.sum()
+    mean = counts @ values / n
+    stats["min"][c], stats["max"][c] = present[0], present[-1]
+    stats["mean"][c] = mean
+    stats["std"][c] = np.sqrt(max(counts @ (values - mean) ** 2 / n, 0.0))
+    cum = np.cumsum(counts)
+    for name, q in QUANTILES.items():  # np.quantile's linear interpolation.
+      pos = q * (n - 1)
+      lo, hi = np.searchsorted(cum, [np.floor(pos), np.ceil(pos)], side="right")
+      stats[name][c] = lo + (hi - lo) * (pos - np.floor(pos))
+  stats = {k: (v / 255.0).reshape(3, 1, 1) for k, v in stats.items()}
   return stats | {"count": np.array([len(picked)])}  # Frames, not pixels.
 
 
@@ -376,29 +396,33 @@ class VideoFiles:
       fail(f"ffmpeg could not encode {self.path()}: {err.splitlines()[-1:]}")
     self.proc = None
 
-  def append(self, frames) -> dict:
-    """Write one episode's frames (read in slices); its video metadata."""
+  def append(self, frames, picks: np.ndarray) -> tuple[dict, np.ndarray]:
+    """Write one episode's frames, read in slices; its video metadata and
+    the frames at ``picks`` (for the statistics)."""
     if self.proc is not None and self.path().stat().st_size >= VIDEO_FILE_MB * 2**20:
       self.close()
       self.chunk, self.file = next_file(self.chunk, self.file)
       self.frames = 0
     if self.proc is None:
       self.open()
-    start = self.frames
+    start, picked = self.frames, []
     for i in range(0, len(frames), 64):
+      block = np.ascontiguousarray(frames[i : i + 64])
+      picked.append(block[picks[(picks >= i) & (picks < i + 64)] - i])
       try:
-        self.proc.stdin.write(np.ascontiguousarray(frames[i : i + 64]).tobytes())
+        self.proc.stdin.write(block.tobytes())
       except BrokenPipeError:
         self.close()
         fail(f"ffmpeg stopped while encoding {self.path()}.")
     self.frames += len(frames)
     prefix = f"videos/{self.key}/"
-    return {
+    meta = {
       prefix + "chunk_index": self.chunk,
       prefix + "file_index": self.file,
       prefix + "from_timestamp": start / self.fps,
       prefix + "to_timestamp": self.frames / self.fps,
     }
+    return meta, np.concatenate(picked)
 
 
 def fixed_list(pa, values: np.ndarray):
@@ -570,8 +594,12 @@ def export(args: Args, f, root: Path) -> dict:
       writer.write_table(table)
       file_bytes += table.nbytes
       row = {"episode_index": index, "tasks": [task], "length": ep["length"]}
+      picks = sampled_frames(ep["length"])
+      camera_stats = {}
       for key, video in videos.items():
-        row |= video.append(data[name]["obs"][key])
+        meta, picked = video.append(data[name]["obs"][key], picks)
+        row |= meta
+        camera_stats[camera_feature(key)] = image_stats(picked)
       row |= {
         "data/chunk_index": chunk,
         "data/file_index": file,
@@ -581,8 +609,7 @@ def export(args: Args, f, root: Path) -> dict:
       stats = {
         col: feature_stats(column_values(table, col)) for col in table.column_names
       }
-      for key in layout.cameras:
-        stats[camera_feature(key)] = image_stats(data[name]["obs"][key])
+      stats |= camera_stats
       ep_stats.append(stats)
       for feature, values in stats.items():
         row |= {f"stats/{feature}/{k}": v.tolist() for k, v in values.items()}

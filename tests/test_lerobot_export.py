@@ -348,6 +348,23 @@ def test_new_files_past_the_size_limits(tmp_path, tool, monkeypatch):
     assert sum(1 for _ in reader) == n
 
 
+def test_image_stats_equal_numpy_on_the_pixels(tool):
+  """Camera stats come from per-channel histograms; they equal numpy's min,
+  max, mean, std and (linear) quantiles over the sampled pixels."""
+  rng = np.random.default_rng(3)
+  for shape in [(1, 2, 2, 3), (7, 6, 10, 3), (30, 64, 48, 3)]:
+    frames = rng.integers(0, 256, size=shape, dtype=np.uint8) // rng.integers(1, 6)
+    stats = tool.image_stats(frames)
+    pixels = frames.reshape(-1, 3) / 255.0
+    want = {"min": pixels.min(0), "max": pixels.max(0), "mean": pixels.mean(0)}
+    want |= {"std": pixels.std(0)}
+    want |= {k: np.quantile(pixels, q, axis=0) for k, q in tool.QUANTILES.items()}
+    for key, values in want.items():
+      assert stats[key].shape == (3, 1, 1)
+      np.testing.assert_allclose(stats[key].reshape(3), values, atol=1e-12, err_msg=key)
+    assert stats["count"].tolist() == [shape[0]]
+
+
 def corrupt(path: Path, how: str) -> None:
   h5py = pytest.importorskip("h5py")
   with h5py.File(path, "r+") as f:
