@@ -566,6 +566,8 @@ def export(args: Args, f, root: Path) -> dict:
     env_args = json.loads(text(data.attrs.get("env_args", "{}")))
   except json.JSONDecodeError as err:
     fail(f"DEMOS {args.demos}: data.attrs['env_args'] is not JSON ({err.msg}).")
+  if not isinstance(env_args, dict):
+    fail(f"DEMOS {args.demos}: data.attrs['env_args'] is not a JSON object.")
   task = args.task or env_args.get("env_name") or args.demos.stem
   repo_id = args.repo_id or f"manipulation-suite/{args.demos.stem}"
   layout = read_layout(data[names[0]], f"data/{names[0]}")
