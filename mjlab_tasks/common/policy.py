@@ -5,6 +5,8 @@
 - ``model_N.pt``: an rsl_rl checkpoint written by mjlab's ``train`` (or
   ``scripts/train.py``), loaded as mjlab's ``play`` loads it
   (``CheckpointPolicy``);
+- ``policy.pt`` of ``scripts/train_bc.py``: a behaviour-cloning MLP
+  (``BcPolicy``), recognised by its content (a ``format`` key), not its name;
 - ``*.onnx``: the policy as mjlab's runner exports it
   (``MjlabOnPolicyRunner.export_policy_to_onnx``, here ``export_onnx_policy``
   or ``scripts/play.py --export-onnx``): one input ``obs`` [1, D], the actor's
@@ -12,7 +14,7 @@
   output ``actions``, the deterministic (mean) action (``OnnxPolicy``). Needs
   onnxruntime, the optional ``onnx`` extra.
 
-Both offer the experts' interface (``act``, ``reset``, ``close``), so the
+All offer the experts' interface (``act``, ``reset``, ``close``), so the
 evaluation tools score a policy with the same evaluator, report and videos
 as an expert. Actions are clipped as the task's runner configuration says.
 """
@@ -57,7 +59,8 @@ def policy_file_problem(path: Path) -> str | None:
 
 
 def load_policy(env: ManagerBasedRlEnv, task_id: str, path: Path, device: str):
-  """The policy in ``path`` (.pt checkpoint or .onnx export) acting in ``env``.
+  """The policy in ``path`` (.pt rsl_rl or behaviour-cloning checkpoint, or
+  .onnx export) acting in ``env``.
 
   Raises:
     ValueError: not a readable policy file, or not one of ``task_id``'s
@@ -69,6 +72,9 @@ def load_policy(env: ManagerBasedRlEnv, task_id: str, path: Path, device: str):
     raise ValueError(problem)
   if path.suffix == ".onnx":
     return OnnxPolicy(env, task_id, path)
+  bc = bc_checkpoint(path)
+  if bc is not None:
+    return BcPolicy(env, task_id, path, bc, device)
   return CheckpointPolicy(env, task_id, path, device)
 
 
@@ -234,3 +240,146 @@ class OnnxPolicy:
 
 def _clipped(actions: torch.Tensor, clip: float | None) -> torch.Tensor:
   return actions if clip is None else actions.clamp(-clip, clip)
+
+
+# Behaviour cloning (scripts/train_bc.py).
+
+BC_FORMAT = "manipulation-suite/bc-mlp"
+BC_ENSEMBLE_DECAY = 0.01
+"""Temporal ensembling weight exp(-m * i), i = 0 for the oldest prediction of
+a step (ACT's m): close to an even average of every chunk covering it."""
+
+
+class BcMlp(torch.nn.Module):
+  """Observation normalization, then an MLP to a chunk of ``chunk`` actions.
+
+  Args:
+    obs_dim: Size of the concatenated actor observation.
+    action_dim: Size of one action.
+    hidden: Width of each hidden layer.
+    chunk: Actions predicted per observation (this step and the next ones).
+  """
+
+  def __init__(self, obs_dim: int, action_dim: int, hidden: list[int], chunk: int):
+    super().__init__()
+    self.action_dim, self.chunk = action_dim, chunk
+    self.register_buffer("obs_mean", torch.zeros(obs_dim))
+    self.register_buffer("obs_std", torch.ones(obs_dim))
+    layers, width = [], obs_dim
+    for size in hidden:
+      layers += [torch.nn.Linear(width, size), torch.nn.ELU()]
+      width = size
+    layers.append(torch.nn.Linear(width, action_dim * chunk))
+    self.net = torch.nn.Sequential(*layers)
+
+  def forward(self, obs: torch.Tensor) -> torch.Tensor:
+    """Actions [B, chunk, action_dim] for raw observations [B, obs_dim]."""
+    out = self.net((obs - self.obs_mean) / self.obs_std)
+    return out.view(-1, self.chunk, self.action_dim)
+
+  @classmethod
+  def from_checkpoint(cls, ckpt: dict) -> BcMlp:
+    model = cls(
+      sum(ckpt["obs_sizes"]), ckpt["action_dim"], list(ckpt["hidden"]), ckpt["chunk"]
+    )
+    model.load_state_dict(ckpt["model"])
+    return model.eval()
+
+
+def bc_checkpoint(path: Path) -> dict | None:
+  """The behaviour-cloning checkpoint in ``path``; None when it is not one
+  (an rsl_rl checkpoint, or not a torch file: its own loader says why)."""
+  try:
+    # weights_only: a BC checkpoint is tensors, numbers and strings only.
+    data = torch.load(path, map_location="cpu", weights_only=True)
+  except Exception:  # noqa: BLE001 - any unreadable file is not a BC checkpoint
+    return None
+  if isinstance(data, dict) and data.get("format") == BC_FORMAT:
+    return data
+  return None
+
+
+class BcPolicy:
+  """A behaviour-cloning policy (``scripts/train_bc.py``'s ``policy.pt``).
+
+  It reads the actor observation the environment gives a policy (the terms
+  it was trained on, in the same order) and, with action chunks, executes
+  them with temporal ensembling: each step's action is the weighted mean of
+  every chunk predicted for it, per environment, forgotten at its reset.
+
+  Raises:
+    ValueError: trained for another task, or its observation terms (names,
+      order, sizes) or action size differ from the environment's.
+  """
+
+  def __init__(
+    self, env: ManagerBasedRlEnv, task_id: str, path: Path, ckpt: dict, device: str
+  ):
+    if ckpt["task"] != task_id:
+      raise ValueError(
+        f"{path} is a behaviour-cloning policy for {ckpt['task']}, not {task_id}"
+      )
+    manager = env.observation_manager
+    terms = list(manager.active_terms["actor"])
+    sizes = [int(np.prod(d)) for d in manager.group_obs_term_dim["actor"]]
+    if terms != list(ckpt["obs_keys"]):
+      raise ValueError(
+        f"{path} was trained on observation terms {list(ckpt['obs_keys'])}; the "
+        f"environment's actor observation has {terms} (names or order differ)"
+      )
+    if sizes != list(ckpt["obs_sizes"]):
+      raise ValueError(
+        f"{path} was trained on observation term sizes {list(ckpt['obs_sizes'])}; "
+        f"the environment's are {sizes}"
+      )
+    act_dim = int(env.action_manager.total_action_dim)
+    if act_dim != ckpt["action_dim"]:
+      raise ValueError(
+        f"{path} issues {ckpt['action_dim']} actions; the task takes {act_dim}"
+      )
+    self._env = env
+    self._terms = terms
+    self._model = BcMlp.from_checkpoint(ckpt).to(device)
+    k = self._model.chunk
+    # A prediction added to slot j (j steps ahead) is j steps old when used;
+    # ACT weights exp(-m * i), i = k - 1 - j counting from the oldest.
+    self._weights = torch.exp(
+      -BC_ENSEMBLE_DECAY * torch.arange(k - 1, -1, -1, dtype=torch.float32)
+    ).to(device)
+    self._sum = torch.zeros(env.num_envs, k, act_dim, device=device)
+    self._weight = torch.zeros(env.num_envs, k, device=device)
+    self.clip = 1.0  # Demonstrations are in [-1, 1].
+    self.checkpoint = Path(path)
+    self.description = f"behaviour-cloning policy {path}"
+
+  def _observations(self) -> torch.Tensor:
+    """The actor observation as recorded in demonstrations (obs_buf)."""
+    buf = self._env.obs_buf.get("actor")
+    if buf is None:  # Before the first reset or step.
+      buf = self._env.observation_manager.compute()["actor"]
+    if isinstance(buf, dict):
+      buf = torch.cat([buf[t].flatten(1) for t in self._terms], dim=-1)
+    return buf.float()
+
+  def act(self) -> torch.Tensor:
+    """Actions [num_envs, action_dim] for the current observations."""
+    with torch.inference_mode():
+      chunk = self._model(self._observations())
+    self._sum += self._weights[None, :, None] * chunk
+    self._weight += self._weights[None, :]
+    actions = self._sum[:, 0] / self._weight[:, :1]
+    # Shift the pending predictions one step on.
+    self._sum = torch.roll(self._sum, -1, dims=1)
+    self._weight = torch.roll(self._weight, -1, dims=1)
+    self._sum[:, -1] = 0.0
+    self._weight[:, -1] = 0.0
+    return _clipped(actions, self.clip)
+
+  def reset(self, env_ids: torch.Tensor | None = None) -> None:
+    """Forget the pending chunks of environments ``env_ids`` (all if None)."""
+    ids = slice(None) if env_ids is None else env_ids
+    self._sum[ids] = 0.0
+    self._weight[ids] = 0.0
+
+  def close(self) -> None:
+    """Nothing to release (the environment is closed by its owner)."""

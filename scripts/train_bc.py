@@ -1,0 +1,304 @@
+"""Train a behaviour-cloning policy on expert demonstrations (PyTorch, CPU).
+
+Reads a demonstration file in the robomimic layout (``collect_demos.py``,
+``merge_demos.py``): each step's actor observation terms ``obs/<term>``,
+concatenated in the order the task's environment gives them to a policy,
+and the expert's ``actions``. Trains an MLP on the demos in ``mask/train``
+(observations normalized with the training set's mean and std, stored in the
+checkpoint), validates on ``mask/valid``, and writes to a new folder:
+
+  policy.pt      the checkpoint; evaluate_cube_tray.py --policy scores it
+  loss.png       training and validation loss per epoch
+  summary.json   data, flags, losses, training time
+
+  python scripts/train_bc.py demos/cube_tray.hdf5 --output runs/bc_cube_tray
+  python scripts/evaluate_cube_tray.py --policy runs/bc_cube_tray/policy.pt \\
+    --engine mujoco --num-envs 32 --episodes 256 --seed 1000
+
+With ``--chunk K`` the network predicts this step's action and the next
+K - 1 (action chunking); the policy executes chunks with temporal ensembling
+(mjlab_tasks/common/policy.py, ``BcPolicy``). See docs/demonstrations.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Annotated
+
+import tyro
+from cli_args import check_at_least, check_file, check_new_folder, fail, parse
+
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
+
+@dataclass
+class Args:
+  demos: Annotated[Path, tyro.conf.Positional, tyro.conf.arg(metavar="DEMOS")]
+  """Demonstrations in the robomimic layout (collect_demos.py's HDF5 file)."""
+  output: Path
+  """Folder for policy.pt, loss.png and summary.json; must not exist."""
+  epochs: int = 100
+  """Passes over the training demos."""
+  batch_size: int = 256
+  """Samples (steps) per gradient step."""
+  lr: float = 1e-3
+  """Adam learning rate at the start; cosine decay to 0 over the epochs."""
+  hidden: tuple[int, ...] = (256, 256, 256)
+  """Width of each hidden layer of the MLP."""
+  chunk: int = 1
+  """Actions predicted per observation (1: this step's only). Past an
+  episode's end a chunk repeats its last action."""
+  seed: int = 0
+  """Seed of the network's initialization and the batch order."""
+  device: str = "cpu"
+  """Where to train: cpu, or cuda[:N] when there is one."""
+
+
+def check_args(args: Args) -> None:
+  """Every flag checked before the file is read."""
+  check_file(args.demos, "DEMOS")
+  with args.demos.open("rb") as f:
+    if f.read(len(HDF5_SIGNATURE)) != HDF5_SIGNATURE:
+      fail(f"DEMOS {args.demos} is not an HDF5 file.")
+  check_new_folder(args.output)
+  check_at_least(1, epochs=args.epochs, batch_size=args.batch_size, chunk=args.chunk)
+  check_at_least(0, seed=args.seed)
+  if not args.lr > 0 or args.lr != args.lr or args.lr == float("inf"):
+    fail(f"--lr must be a positive number, got {args.lr}.")
+  if not args.hidden or min(args.hidden) < 1:
+    fail(f"--hidden takes one or more layer widths of at least 1, got {args.hidden}.")
+  if args.device != "cpu":
+    from cli_args import check_device
+
+    check_device(args.device)
+
+
+# ---------------------------------------------------------------- data
+
+
+def actor_terms(env_args: dict) -> list[str]:
+  """The task's actor observation terms in the order its environment
+  concatenates them (what a policy reads at evaluation)."""
+  from demo_rollouts import task_from_env_args
+
+  task = task_from_env_args(env_args)
+  cfg = task.make_cfg(task.env_kwargs, 1)
+  return list(cfg.observations["actor"].terms)
+
+
+def read_split(path: Path, mask: str, terms: list[str], chunk: int):
+  """(observations [N, D], action chunks [N, chunk, A], demos) of mask/<mask>."""
+  import h5py
+  import numpy as np
+
+  obs, actions = [], []
+  with h5py.File(path, "r") as f:
+    names = [n.decode() if isinstance(n, bytes) else str(n) for n in f["mask"][mask]]
+    for name in names:
+      demo = f["data"][name]
+      steps = int(demo.attrs["num_samples"])
+      obs.append(
+        np.concatenate([demo["obs"][t][()].reshape(steps, -1) for t in terms], axis=1)
+      )
+      a = demo["actions"][()]
+      # Chunk k of step t is action t + k, the last one repeated past the end.
+      index = np.minimum(np.arange(steps)[:, None] + np.arange(chunk), steps - 1)
+      actions.append(a[index])
+  if not names:
+    return None, None, 0
+  return (
+    np.concatenate(obs).astype(np.float32),
+    np.concatenate(actions).astype(np.float32),
+    len(names),
+  )
+
+
+def load_data(args: Args):
+  """The checked file's env_args, term order and sizes, and both splits."""
+  import h5py
+  from demo_format import DemoFileError, validate_file
+
+  try:
+    env_args = validate_file(args.demos)
+  except DemoFileError as err:
+    fail(str(err).splitlines()[0])
+  name = env_args.get("env_name")
+  if "env_kwargs" not in env_args:
+    fail(f"{args.demos}: env_args lack env_kwargs (the task configuration).")
+  try:
+    terms = actor_terms(env_args)
+  except (KeyError, ValueError) as err:
+    fail(f"{args.demos}: cannot rebuild task {name!r} from env_args ({err}).")
+  with h5py.File(args.demos, "r") as f:
+    if len(f["mask"]["train"]) == 0:
+      fail(f"{args.demos}: mask/train lists no demos.")
+    first = f["data"][f["mask"]["train"][0].decode()]
+    keys = sorted(first["obs"])
+    if keys != sorted(terms):
+      fail(
+        f"{args.demos}: obs keys {keys} are not {name}'s actor observation "
+        f"terms {terms}."
+      )
+    sizes = [int(first["obs"][t][0].size) for t in terms]
+    action_dim = int(first["actions"].shape[1])
+  train = read_split(args.demos, "train", terms, args.chunk)
+  valid = read_split(args.demos, "valid", terms, args.chunk)
+  return env_args, terms, sizes, action_dim, train, valid
+
+
+# ---------------------------------------------------------------- training
+
+
+def mse(model, obs, actions, batch: int) -> float:
+  import torch
+
+  with torch.no_grad():
+    total = 0.0
+    for start in range(0, len(obs), batch * 8):
+      pred = model(obs[start : start + batch * 8])
+      total += float(((pred - actions[start : start + batch * 8]) ** 2).sum())
+  return total / actions.numel()
+
+
+def train(args: Args, train_set, valid_set, sizes, action_dim):
+  """The fitted model and the per-epoch losses."""
+  import torch
+  from tqdm import tqdm
+
+  from mjlab_tasks.common.policy import BcMlp
+
+  torch.manual_seed(args.seed)
+  device = torch.device(args.device)
+  obs = torch.from_numpy(train_set[0]).to(device)
+  actions = torch.from_numpy(train_set[1]).to(device)
+  model = BcMlp(sum(sizes), action_dim, list(args.hidden), args.chunk).to(device)
+  model.obs_mean.copy_(obs.mean(0))
+  # A floor keeps near-constant terms (e.g. a resting joint) from blowing up.
+  model.obs_std.copy_(obs.std(0).clamp_min(1e-2))
+  valid = None
+  if valid_set[0] is not None:
+    valid = (
+      torch.from_numpy(valid_set[0]).to(device),
+      torch.from_numpy(valid_set[1]).to(device),
+    )
+  optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+  per_epoch = -(-len(obs) // args.batch_size)
+  schedule = torch.optim.lr_scheduler.CosineAnnealingLR(
+    optimizer, T_max=args.epochs * per_epoch
+  )
+  generator = torch.Generator(device="cpu").manual_seed(args.seed)
+  history = {"train": [], "valid": []}
+  bar = tqdm(range(args.epochs), desc="behaviour cloning", unit="epoch")
+  for _ in bar:
+    model.train()
+    order = torch.randperm(len(obs), generator=generator).to(device)
+    total = 0.0
+    for start in range(0, len(obs), args.batch_size):
+      idx = order[start : start + args.batch_size]
+      loss = torch.nn.functional.mse_loss(model(obs[idx]), actions[idx])
+      optimizer.zero_grad(set_to_none=True)
+      loss.backward()
+      optimizer.step()
+      schedule.step()
+      total += float(loss) * len(idx)
+    model.eval()
+    history["train"].append(total / len(obs))
+    if valid is not None:
+      history["valid"].append(mse(model, *valid, args.batch_size))
+    bar.set_postfix(
+      train=f"{history['train'][-1]:.4f}",
+      valid="-" if valid is None else f"{history['valid'][-1]:.4f}",
+    )
+  return model.cpu(), history
+
+
+def plot(history: dict, path: Path) -> None:
+  import matplotlib
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  fig, ax = plt.subplots(figsize=(6, 4))
+  epochs = range(1, len(history["train"]) + 1)
+  ax.plot(epochs, history["train"], label="train")
+  if history["valid"]:
+    ax.plot(epochs, history["valid"], label="valid")
+  ax.set_yscale("log")
+  ax.set_xlabel("epoch")
+  ax.set_ylabel("action MSE")
+  ax.set_title("behaviour cloning")
+  ax.legend()
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
+
+
+def main(args: Args) -> int:
+  check_args(args)
+  import torch
+
+  from mjlab_tasks.common.policy import BC_FORMAT
+  from mjlab_tasks.common.runtime import source_snapshot
+
+  env_args, terms, sizes, action_dim, train_set, valid_set = load_data(args)
+  start = time.perf_counter()
+  model, history = train(args, train_set, valid_set, sizes, action_dim)
+  seconds = time.perf_counter() - start
+  summary = {
+    "demos": str(args.demos),
+    "task": env_args["env_name"],
+    "train_demos": train_set[2],
+    "train_samples": len(train_set[0]),
+    "valid_demos": valid_set[2],
+    "valid_samples": 0 if valid_set[0] is None else len(valid_set[0]),
+    "obs_terms": terms,
+    "obs_sizes": sizes,
+    "seed_ranges": env_args.get("seed_ranges"),
+    "args": {k: str(v) for k, v in asdict(args).items()},
+    "train_seconds": round(seconds, 1),
+    "torch_threads": torch.get_num_threads(),
+    "final_train_mse": history["train"][-1],
+    "final_valid_mse": history["valid"][-1] if history["valid"] else None,
+    "history": history,
+    "source": source_snapshot(),
+  }
+  checkpoint = {
+    "format": BC_FORMAT,
+    "task": env_args["env_name"],
+    "obs_keys": terms,
+    "obs_sizes": sizes,
+    "action_dim": action_dim,
+    "hidden": list(args.hidden),
+    "chunk": args.chunk,
+    "model": model.state_dict(),
+    "env_args": json.dumps(env_args, sort_keys=True),
+  }
+  # Written beside the output, then renamed: no half-written run folder.
+  tmp = args.output.with_name(f".{args.output.name}.tmp{os.getpid()}")
+  try:
+    tmp.mkdir(parents=True)
+    torch.save(checkpoint, tmp / "policy.pt")
+    plot(history, tmp / "loss.png")
+    (tmp / "summary.json").write_text(json.dumps(summary, indent=2))
+    tmp.rename(args.output)
+  except BaseException:
+    shutil.rmtree(tmp, ignore_errors=True)
+    raise
+  valid = summary["final_valid_mse"]
+  print(
+    f"{train_set[2]} train demos ({len(train_set[0])} steps), {valid_set[2]} valid; "
+    f"{args.epochs} epochs in {seconds:.1f} s on {args.device}: action MSE train "
+    f"{history['train'][-1]:.5f}, valid {'-' if valid is None else f'{valid:.5f}'}"
+  )
+  print(f"wrote {args.output / 'policy.pt'}")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main(parse(Args)))
