@@ -45,6 +45,8 @@ BASE = {
   "export_lerobot.py": ["{hdf5}", "--output", "{new}"],
   "check_lerobot_dataset.py": ["{dir}"],
   "collect_demos.py": ["--task", "CubeTray-UR5-RG2", "--output", "{new}.hdf5"],
+  "collect_demos_ray.py": ["--task", "CubeTray-UR5-RG2", "--episodes", "4"]
+  + ["--shards", "2", "--output", "{new}.hdf5"],
   "merge_demos.py": ["{file}", "{poses}", "--output", "{new}.hdf5"],
   "replay_demos.py": ["{demos}"],
 }
@@ -151,6 +153,25 @@ BAD = {
     ["--cameras", "wrist,scene"],
     ["--objects", "4"],  # BinPick only
     ["--output", "{new}.txt"],
+  ],
+  "collect_demos_ray.py": [
+    ["--shards", "1"],
+    ["--shards", "5"],  # More than --episodes 4.
+    ["--episodes", "0"],
+    ["--gpus-per-shard", "-1"],
+    ["--cpus-per-shard", "0"],
+    ["--address", "head node"],
+    ["--engine", "bullet"],
+    ["--engine", "mujoco", "--gpus-per-shard", "1"],
+    ["--num-envs", "0"],
+    ["--task", "NoSuchTask"],
+    ["--max-steps", "0"],
+    ["--seed", "-1"],
+    ["--objects", "4"],  # BinPick only
+    ["--output", "{dir}"],
+    ["--output", "{new}.txt"],
+    ["--output", "{file}/run.hdf5"],
+    ["--no-such-flag", "1"],
   ],
   "merge_demos.py": [
     ["--output", "{dir}"],
@@ -329,6 +350,7 @@ REAL_RUNS = {
   "export_lerobot.py": ["--fps", "0"],
   "check_lerobot_dataset.py": ["--items", "0"],
   "collect_demos.py": ["--cameras", "wrist,scene"],
+  "collect_demos_ray.py": ["--shards", "1"],
   "merge_demos.py": ["--output", "{new}.txt"],
   "replay_demos.py": ["--engine", "bullet"],
 }
