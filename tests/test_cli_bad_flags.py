@@ -49,6 +49,7 @@ BASE = {
   + ["--shards", "2", "--output", "{new}.hdf5"],
   "merge_demos.py": ["{file}", "{poses}", "--output", "{new}.hdf5"],
   "replay_demos.py": ["{demos}"],
+  "train_bc.py": ["{demos}", "--output", "{new}"],
 }
 COMMON = [  # Every environment tool (num-envs, device, engine, output).
   ["--engine", "bullet"],
@@ -184,6 +185,19 @@ BAD = {
     ["--device", "cuda:7"],
     ["--engine", "mujoco", "--device", "cuda:0"],
     ["--json", "{file}"],  # exists
+    ["--no-such-flag", "1"],
+  ],
+  "train_bc.py": [
+    ["--output", "{dir}"],
+    ["--output", "{file}/run"],
+    ["--epochs", "0"],
+    ["--batch-size", "0"],
+    ["--chunk", "0"],
+    ["--lr", "0"],
+    ["--lr", "nan"],
+    ["--hidden", "0"],
+    ["--seed", "-1"],
+    ["--device", "cuda:7"],
     ["--no-such-flag", "1"],
   ],
 }
@@ -353,6 +367,7 @@ REAL_RUNS = {
   "collect_demos_ray.py": ["--shards", "1"],
   "merge_demos.py": ["--output", "{new}.txt"],
   "replay_demos.py": ["--engine", "bullet"],
+  "train_bc.py": ["--epochs", "0"],
 }
 
 
