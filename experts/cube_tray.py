@@ -82,11 +82,14 @@ class CubeTrayExpertCfg:
   joint_tol: float = 0.01
   """Joint mode: arm joint error [rad] that counts as having reached an
   action's target."""
-  pose_tol: tuple[float, ...] = (0.01, 0.003, 0.01, 0.03, 0.015, 0.003, 0.01)
+  pose_tol: tuple[float, ...] = (0.02, 0.003, 0.01, 0.03, 0.04, 0.003, 0.01)
   """Cartesian mode: tool position error [m] per action that counts as having
   reached its pose. Loose for the poses the tool only passes (approach, lift,
-  traverse): the next action's straight path ends on an exact pose and takes
-  up the rest, so the arm need not stop at them."""
+  traverse), so the arm does not stop at them: the next action's straight
+  path ends on an exact pose and takes up the rest. Approach: the open pads
+  still clear the cube's faces by over 20 mm as they pass its top. Lift: the
+  cube clears the tray's walls (35 mm) before the traverse. Traverse: the
+  lowering cube passes the near wall's top 19 mm above it."""
   yaw_tol: float = math.radians(2.0)
   """Cartesian mode: tool rotation error [rad] that counts as reached."""
   num_workers: int = 2
@@ -98,7 +101,7 @@ CARTESIAN_EXPERT_CFG = CubeTrayExpertCfg(
   # (0.1 m/s), far slower than joint targets: a lower flight and no dwell at
   # the pass-through poses keep the worst placements inside the 12 s episode.
   approach_height=0.06,  # pads 25 mm above the cube's top
-  carry_height=0.10,  # cube bottom 45 mm above the tray's walls
+  carry_height=0.09,  # cube bottom 35 mm above the tray's walls
   min_duration=(0.0, 0.0, 0.5, 0.0, 0.0, 0.0, 0.4),
   timeout=6.0,  # the longest traverse (0.5 m) takes 5 s
 )
