@@ -81,9 +81,10 @@ class Args:
   repo_id: str | None = None
   """Hub-style dataset name (owner/name) for the dataset card; load with
   LeRobotDataset(repo_id, root=OUTPUT). Default: manipulation-suite/<file stem>."""
-  fps: int = 20
-  """Frames per second: the rate the demonstrations were recorded at (the
-  tasks' policies act at 20 Hz). Sets the timestamps and the video rate."""
+  fps: int | None = None
+  """Frames per second: the rate the demonstrations were recorded at. Sets the
+  timestamps and the video rate. Default: the file's env_args control_hz,
+  else 20 (the tasks' policies act at 20 Hz)."""
   task: str | None = None
   """The task text of every frame (LeRobot's language task). Default: the
   file's env_args env_name (the task id), else the file name."""
@@ -111,7 +112,7 @@ def check_args(args: Args) -> None:
   if not hdf5_signature_at(args.demos):
     fail(f"DEMOS {args.demos} is not an HDF5 file.")
   check_new_folder(args.output)
-  if args.fps < 1:
+  if args.fps is not None and args.fps < 1:
     fail(f"--fps must be at least 1, got {args.fps}.")
   if args.repo_id is not None and not REPO_ID.fullmatch(args.repo_id):
     fail(f"--repo-id must look like owner/name, got {args.repo_id!r}.")
@@ -554,6 +555,14 @@ def dataset_card(repo_id: str, info: dict, demos: Path, env_args: dict) -> str:
   )
 
 
+def recorded_fps(env_args: dict, demos: Path) -> int:
+  """The control rate collect_demos.py records (env_args control_hz), else 20."""
+  hz = env_args.get("control_hz", 20)
+  if not isinstance(hz, (int, float)) or hz < 1 or hz != int(hz):
+    fail(f"DEMOS {demos}: env_args control_hz {hz!r} is not a whole rate; give --fps.")
+  return int(hz)
+
+
 def export(args: Args, f, root: Path) -> dict:
   """Write the dataset under ``root``; the info.json written."""
   import pyarrow as pa
@@ -569,13 +578,14 @@ def export(args: Args, f, root: Path) -> dict:
   if not isinstance(env_args, dict):
     fail(f"DEMOS {args.demos}: data.attrs['env_args'] is not a JSON object.")
   task = args.task or env_args.get("env_name") or args.demos.stem
+  fps = args.fps or recorded_fps(env_args, args.demos)
   repo_id = args.repo_id or f"manipulation-suite/{args.demos.stem}"
   layout = read_layout(data[names[0]], f"data/{names[0]}")
   # Every demo is read and checked before anything is written.
   episodes = [read_demo(data[n], f"data/{n}", layout) for n in names]
 
   videos = {
-    key: VideoFiles(root, camera_feature(key), size, args.fps)
+    key: VideoFiles(root, camera_feature(key), size, fps)
     for key, size in layout.cameras.items()
   }
   ep_rows, ep_stats = [], []
@@ -584,7 +594,7 @@ def export(args: Args, f, root: Path) -> dict:
     for index, (name, ep) in enumerate(
       zip(tqdm(names, desc="episodes", unit="ep"), episodes, strict=True)
     ):
-      table = frame_table(pa, ep, index, total, args.fps)
+      table = frame_table(pa, ep, index, total, fps)
       if writer is not None and file_bytes + table.nbytes >= DATA_FILE_MB * 2**20:
         writer.close()
         writer, file_bytes = None, 0
@@ -642,11 +652,11 @@ def export(args: Args, f, root: Path) -> dict:
     "chunks_size": CHUNKS_SIZE,
     "data_files_size_in_mb": DATA_FILE_MB,
     "video_files_size_in_mb": VIDEO_FILE_MB,
-    "fps": args.fps,
+    "fps": fps,
     "splits": {"train": f"0:{len(names)}"},
     "data_path": DATA_PATH,
     "video_path": VIDEO_PATH if layout.cameras else None,
-    "features": features_for(layout, args.fps),
+    "features": features_for(layout, fps),
   }
   write_json(root / "meta/info.json", info)
   (root / "README.md").write_text(dataset_card(repo_id, info, args.demos, env_args))

@@ -295,19 +295,19 @@ def test_mask_task_and_fps(tmp_path):
     "--task",
     "put the cube in the tray",
     "--fps",
-    "10",
+    "5",
     "--repo-id",
     "me/cube-tray",
   )
   assert run.returncode == 0, run.stderr
   x = read_export(out)
-  assert x["info"]["total_episodes"] == 2 and x["info"]["fps"] == 10
+  assert x["info"]["total_episodes"] == 2 and x["info"]["fps"] == 5
   assert x["episodes"].column("source/demo").to_pylist() == ["demo_0", "demo_2"]
   assert x["tasks"].column("__index_level_0__").to_pylist() == [
     "put the cube in the tray"
   ]
   assert column(x["data"], "next.success").sum() == 2
-  np.testing.assert_allclose(column(x["data"], "timestamp")[:12], np.arange(12) / 10)
+  np.testing.assert_allclose(column(x["data"], "timestamp")[:12], np.arange(12) / 5)
   assert "# me/cube-tray" in (out / "README.md").read_text()
 
 
@@ -363,6 +363,21 @@ def test_image_stats_equal_numpy_on_the_pixels(tool):
       assert stats[key].shape == (3, 1, 1)
       np.testing.assert_allclose(stats[key].reshape(3), values, atol=1e-12, err_msg=key)
     assert stats["count"].tolist() == [shape[0]]
+
+
+def test_fps_from_the_recorded_control_rate(tmp_path):
+  pytest.importorskip("pyarrow")
+  h5py = pytest.importorskip("h5py")
+  demos = tmp_path / "demos.hdf5"
+  write_demos(demos)
+  with h5py.File(demos, "r+") as f:
+    env_args = json.loads(f["data"].attrs["env_args"])
+    f["data"].attrs["env_args"] = json.dumps(env_args | {"control_hz": 10.0})
+  out, run = export(tmp_path)
+  assert run.returncode == 0, run.stderr
+  x = read_export(out)
+  assert x["info"]["fps"] == 10
+  np.testing.assert_allclose(column(x["data"], "timestamp")[:12], np.arange(12) / 10)
 
 
 def corrupt(path: Path, how: str) -> None:
