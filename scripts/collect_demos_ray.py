@@ -225,6 +225,8 @@ def init_ray(address: str | None) -> bool:
 
   if ray.is_initialized():  # Already connected by the caller.
     return False
+  if address not in (None, "auto"):
+    reach(address)
   try:
     if address is None:
       ray.init(logging_level=logging.WARNING, include_dashboard=False)
@@ -234,6 +236,18 @@ def init_ray(address: str | None) -> bool:
     where = "start Ray here" if address is None else f"connect to Ray at {address}"
     fail(f"--address: cannot {where}: {last_line(str(err))}")
   return True
+
+
+def reach(address: str, timeout_s: float = 10.0) -> None:
+  """A one-line error for an address nothing listens on (Ray itself retries
+  for minutes, printing warnings)."""
+  import socket
+
+  host, port = address.removeprefix("ray://").rsplit(":", 1)
+  try:
+    socket.create_connection((host, int(port)), timeout=timeout_s).close()
+  except OSError as err:
+    fail(f"--address {address}: nothing answers there ({err.strerror or err}).")
 
 
 def run_shards(args: Args, paths: list[Path]) -> None:
