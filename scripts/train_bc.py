@@ -174,6 +174,9 @@ def train(args: Args, train_set, valid_set, sizes, action_dim):
   from mjlab_tasks.common.policy import BcMlp
 
   torch.manual_seed(args.seed)
+  # One thread: the batches of a small MLP gain nothing from a second one, and
+  # on a shared CPU a waiting worker thread stalls every step.
+  torch.set_num_threads(1)
   device = torch.device(args.device)
   obs = torch.from_numpy(train_set[0]).to(device)
   actions = torch.from_numpy(train_set[1]).to(device)
@@ -206,7 +209,7 @@ def train(args: Args, train_set, valid_set, sizes, action_dim):
       loss.backward()
       optimizer.step()
       schedule.step()
-      total += float(loss) * len(idx)
+      total += float(loss.detach()) * len(idx)
     model.eval()
     history["train"].append(total / len(obs))
     if valid is not None:

@@ -1,0 +1,227 @@
+"""Behaviour cloning: train_bc.py on demonstration files, BcPolicy scored.
+
+CubeTray-UR5-RG2 on the C engine, in-process (one import of mjlab): two
+short expert episodes are collected with collect_demos.py, a policy is
+trained on them for a few epochs and scored by evaluate_cube_tray.py
+--policy. A file whose actions are a fixed function of the observations is
+fitted and the loaded policy, fed the environment's concatenated actor
+observation, must give back those actions: an independent check of the term
+order, the stored normalization and the chunk execution. Refusals (no
+actions, other observation terms, terms in another order at evaluation, an
+existing output) are one line.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import h5py
+import numpy as np
+import pytest
+import torch
+from script_runner import ROOT
+
+sys.path.insert(0, str(ROOT / "scripts"))  # The tools and their helpers.
+
+import cli_args  # noqa: E402
+import collect_demos  # noqa: E402
+import demo_format  # noqa: E402
+import evaluate_cube_tray  # noqa: E402
+import train_bc  # noqa: E402
+
+from mjlab_tasks.common.policy import BcMlp, BcPolicy, bc_checkpoint  # noqa: E402
+
+TASK_ORDER = [  # The task's actor terms, in the environment's order.
+  "joint_pos",
+  "joint_vel",
+  "tcp_pose",
+  "gripper_opening",
+  "actions",
+  "tcp_to_cube",
+  "cube_to_goal",
+  "cube_quat",
+  "grasped",
+]
+CPU = ["--engine", "mujoco", "--device", "cpu"]
+
+
+def train(demos: Path, output: Path, *argv: str) -> int:
+  args = cli_args.parse(train_bc.Args, [str(demos), "--output", str(output), *argv])
+  return train_bc.main(args)
+
+
+def one_line_error(capsys) -> str:
+  lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+  lines = [line for line in lines if "%|" not in line]  # progress bars
+  assert len(lines) == 1, lines
+  assert lines[0].startswith("error: ")
+  return lines[0]
+
+
+@pytest.fixture(scope="module")
+def demos(tmp_path_factory) -> Path:
+  """Two 8-step expert episodes of the cube-in-tray task."""
+  path = tmp_path_factory.mktemp("bc") / "demos.hdf5"
+  argv = ["--task", "CubeTray-UR5-RG2", "--num-envs", "2", "--episodes", "2"]
+  argv += ["--max-steps", "8", "--output", str(path), *CPU]
+  assert collect_demos.main(cli_args.parse(collect_demos.Args, argv)) == 0
+  return path
+
+
+def test_actor_terms_are_the_environments_order(demos):
+  with h5py.File(demos) as f:
+    args = json.loads(f["data"].attrs["env_args"])
+  assert train_bc.actor_terms(args) == TASK_ORDER
+
+
+def test_trained_policy_is_scored(demos, tmp_path, capsys):
+  run = tmp_path / "run"
+  assert train(demos, run, "--epochs", "3", "--chunk", "3", "--hidden", "32", "32") == 0
+  assert sorted(p.name for p in run.iterdir()) == [
+    "loss.png",
+    "policy.pt",
+    "summary.json",
+  ]
+  summary = json.loads((run / "summary.json").read_text())
+  assert summary["train_demos"] + summary["valid_demos"] == 2
+  assert summary["obs_terms"] == TASK_ORDER
+  assert len(summary["history"]["train"]) == 3
+  ckpt = bc_checkpoint(run / "policy.pt")
+  assert ckpt["chunk"] == 3 and ckpt["obs_keys"] == TASK_ORDER
+
+  report_dir = tmp_path / "report"
+  argv = ["--policy", str(run / "policy.pt"), "--num-envs", "2", "--episodes", "2"]
+  argv += ["--max-steps", "4", "--output", str(report_dir), *CPU]
+  assert evaluate_cube_tray.main(cli_args.parse(evaluate_cube_tray.Args, argv)) == 0
+  report = json.loads((report_dir / "report.json").read_text())
+  assert report["controller"] == f"behaviour-cloning policy {run / 'policy.pt'}"
+  assert report["summary"]["episodes"] == 2
+
+  # The same checkpoint with its terms in another order: refused, one line.
+  ckpt["obs_keys"] = TASK_ORDER[1:] + TASK_ORDER[:1]
+  torch.save(ckpt, tmp_path / "reordered.pt")
+  argv = ["--policy", str(tmp_path / "reordered.pt"), "--num-envs", "1", *CPU]
+  capsys.readouterr()
+  with pytest.raises(SystemExit):
+    evaluate_cube_tray.main(cli_args.parse(evaluate_cube_tray.Args, argv))
+  assert "names or order differ" in one_line_error(capsys)
+
+
+def test_refusals(demos, tmp_path, capsys):
+  no_actions = tmp_path / "no_actions.hdf5"
+  shutil.copy(demos, no_actions)
+  with h5py.File(no_actions, "a") as f:
+    del f["data/demo_0/actions"]
+  other_terms = tmp_path / "other_terms.hdf5"
+  shutil.copy(demos, other_terms)
+  with h5py.File(other_terms, "a") as f:
+    for name in f["data"]:
+      f.move(f"data/{name}/obs/grasped", f"data/{name}/obs/holding")
+  cases = [
+    (no_actions, "has no 'actions' dataset"),
+    (other_terms, "are not CubeTray-UR5-RG2's actor observation terms"),
+  ]
+  for path, message in cases:
+    with pytest.raises(SystemExit):
+      train(path, tmp_path / "run", "--epochs", "1")
+    assert message in one_line_error(capsys), path
+    assert not (tmp_path / "run").exists()
+  (tmp_path / "taken").mkdir()
+  with pytest.raises(SystemExit):
+    train(demos, tmp_path / "taken", "--epochs", "1")
+  assert "already exists" in one_line_error(capsys)
+
+
+def learnable_file(demos: Path, path: Path, rng: np.random.Generator) -> dict:
+  """Demos with random observations (the real terms and sizes, each at its
+  own scale) and actions a smooth function of three of the terms."""
+  with h5py.File(demos) as f:
+    env_args = json.loads(f["data"].attrs["env_args"])
+    sizes = {k: v.shape[1:] for k, v in f["data/demo_0/obs"].items()}
+  weights = rng.normal(size=(6, 7))
+  scales = {k: 10.0 ** rng.uniform(-2, 1) for k in sizes}
+  with demo_format.DemoWriter(path, env_args) as writer:
+    for i in range(5):
+      steps = 40
+      obs = {
+        k: (scales[k] * rng.normal(size=(steps, *s))).astype(np.float32)
+        for k, s in sizes.items()
+      }
+      x = np.concatenate(
+        [obs[k] / scales[k] for k in ("tcp_to_cube", "cube_to_goal")], axis=1
+      )
+      writer.add(
+        demo_format.Episode(
+          seed=i,
+          env=0,
+          obs=obs,
+          actions=(0.8 * np.tanh(x @ weights / 3)).astype(np.float32),
+          rewards=np.zeros(steps),
+          dones=np.eye(steps)[-1],
+          states=np.zeros((steps, 2)),
+          success=True,
+          outcome="success",
+          reason="",
+        )
+      )
+    writer.finish()
+  return sizes
+
+
+def fake_env(sizes: dict, obs: np.ndarray) -> SimpleNamespace:
+  """What BcPolicy reads of an environment: the actor terms, their sizes,
+  the concatenated actor observation (in the task's order), the actions."""
+  return SimpleNamespace(
+    observation_manager=SimpleNamespace(
+      active_terms={"actor": TASK_ORDER},
+      group_obs_term_dim={"actor": [sizes[k] for k in TASK_ORDER]},
+    ),
+    obs_buf={"actor": torch.from_numpy(obs)},
+    action_manager=SimpleNamespace(total_action_dim=7),
+    num_envs=len(obs),
+  )
+
+
+def test_policy_gives_back_the_training_actions(demos, tmp_path, rng):
+  path = tmp_path / "learnable.hdf5"
+  sizes = learnable_file(demos, path, rng)
+  run = tmp_path / "run"
+  flags = ["--epochs", "200", "--chunk", "2", "--batch-size", "32", "--hidden", "64"]
+  assert train(path, run, *flags, "64", "--lr", "3e-3") == 0
+  with h5py.File(path) as f:
+    demo = f[f"data/{f['mask/train'][0].decode()}"]
+    obs = np.concatenate(
+      [demo["obs"][k][()].reshape(len(demo["actions"]), -1) for k in TASK_ORDER], 1
+    )
+    actions = demo["actions"][()]
+  ckpt = bc_checkpoint(run / "policy.pt")
+  env = fake_env(sizes, obs)
+  policy = BcPolicy(env, "CubeTray-UR5-RG2", run / "policy.pt", ckpt, "cpu")
+  got = policy.act().numpy()
+  # Fitted, not perfect: far closer than the actions' own spread (about 0.4),
+  # which a wrong term order or normalization would give.
+  error = np.abs(got - actions)
+  assert error.mean() < 0.03 and error.max() < 0.2, (error.mean(), error.max())
+
+  # Chunks: the next step's action is the ensemble of the chunk predicted
+  # for it one step earlier (the older, weighted 1 as in ACT) and its own
+  # (weighted exp(-0.01)); a reset forgets the former.
+  model = BcMlp.from_checkpoint(ckpt)
+  with torch.no_grad():
+    chunks = model(torch.from_numpy(obs))
+  env.obs_buf["actor"] = torch.from_numpy(obs[::-1].copy())
+  second = policy.act()
+  w_old, w_new = 1.0, np.exp(-0.01)
+  expected = (w_old * chunks[:, 1] + w_new * chunks.flip(0)[:, 0]) / (w_old + w_new)
+  torch.testing.assert_close(second, expected.clamp(-1, 1))
+  policy.reset(torch.tensor([0]))
+  third = policy.act()
+  torch.testing.assert_close(third[0], chunks.flip(0)[0, 0].clamp(-1, 1))
+
+  # The task must match too.
+  with pytest.raises(ValueError, match="for CubeTray-UR5-RG2, not BinPick"):
+    BcPolicy(env, "BinPick-UR5-RG2", run / "policy.pt", ckpt, "cpu")
