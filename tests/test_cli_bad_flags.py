@@ -35,6 +35,7 @@ HELPERS = {
 # {demos} a valid (one-step) demonstration file.
 BASE = {
   "evaluate_cube_tray.py": ["--output", "{new}"],
+  "measure_cube_tray_expert.py": ["--output", "{new}"],
   "check_robot.py": ["--output", "{new}"],
   "evaluate_binpick.py": ["--output", "{new}"],
   "glass_push_exam.py": ["--solution", "nudge", "--tables", "10000-10001"]
@@ -200,6 +201,8 @@ BAD = {
     ["--device", "cuda:7"],
     ["--no-such-flag", "1"],
   ],
+  "measure_cube_tray_expert.py": COMMON
+  + [["--mode", "policy"], ["--episodes", "0"], ["--seed", "1.5"]],
 }
 # Left out: a flag missing its required partner.
 MISSING = {
@@ -368,6 +371,7 @@ REAL_RUNS = {
   "merge_demos.py": ["--output", "{new}.txt"],
   "replay_demos.py": ["--engine", "bullet"],
   "train_bc.py": ["--epochs", "0"],
+  "measure_cube_tray_expert.py": ["--mode", "policy"],
 }
 
 
