@@ -281,9 +281,12 @@ def run_shards(args: Args, paths: list[Path]) -> None:
     except Exception as err:
       for other in pending:
         ray.cancel(other, force=True)
-      # The worker's message (its first line), not Ray's wrapped traceback.
+      # The worker's own error, not Ray's wrapping: a crash's traceback
+      # first, then the one error line.
       cause = getattr(err, "cause", None) or err
-      message = (str(cause).strip() or repr(cause)).splitlines()[0]
+      message, _, details = (str(cause).strip() or repr(cause)).partition("\n")
+      if details:
+        print(details, file=sys.stderr)
       if args.keep_shards:
         message += "; the finished shards are kept (collect the rest with "
         message += "collect_demos.py --shard K/N, then merge_demos.py)"

@@ -152,3 +152,71 @@ def test_two_node_cluster_equals_sequential(two_node_cluster, tmp_path):
     assert json.loads(f["data"].attrs["env_args"])["seed_ranges"] == [[3, 5], [5, 7]]
   # The shard files lived in a temporary folder beside the output, now gone.
   assert [p.name for p in ray_out.parent.iterdir()] == ["all.hdf5"]
+
+
+def fake_shard(fail_shard: int, others_s: float, fail_after: str | None = None):
+  """A stand-in for the shard task (no simulation): shard ``fail_shard``
+  raises (once the file ``fail_after`` exists, if given), the others return
+  a few bytes after ``others_s``."""
+
+  def run(argv, scripts):
+    import os
+    import time
+
+    k = int(argv[argv.index("--shard") + 1].split("/")[0])
+    if k == fail_shard:
+      deadline = time.monotonic() + 120
+      while (
+        fail_after and not os.path.exists(fail_after) and time.monotonic() < deadline
+      ):
+        time.sleep(0.1)
+      raise RuntimeError("simulated shard failure")
+    time.sleep(others_s)
+    return {
+      "data": b"shard %d" % k,
+      "log": "",
+      "node": "n",
+      "node_id": "n",
+      "seconds": 0,
+    }
+
+  return run
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_failed_shard(two_node_cluster, tmp_path, monkeypatch, capsys, keep):
+  """A shard that fails ends the run with one line naming it; nothing under
+  --output. Without --keep-shards the other shard (a minute to go) is
+  cancelled and no shard file stays; with it, the shard that finished (before
+  the other failed) stays."""
+  import logging
+  import time
+
+  import ray
+
+  kept = tmp_path / "all.shard-0-of-2.hdf5"
+  fake = fake_shard(1, 0, str(kept)) if keep else fake_shard(0, 60)
+  monkeypatch.setattr(collect_demos_ray, "collect_shard", fake)
+  out = tmp_path / "all.hdf5"
+  argv = [*JOB, "--shards", "2", "--output", str(out)]
+  argv += ["--keep-shards"] if keep else []
+  ray.init(address=two_node_cluster, logging_level=logging.WARNING)
+  capsys.readouterr()  # Ray's own messages on connecting.
+  try:
+    start = time.perf_counter()
+    with pytest.raises(SystemExit) as exit_:
+      collect_demos_ray.main(cli_args.parse(collect_demos_ray.Args, argv))
+    elapsed = time.perf_counter() - start
+  finally:
+    ray.shutdown()
+  assert exit_.value.code == 2
+  line = one_error_line(capsys.readouterr().err)
+  failed = f"error: shard {1 if keep else 0}/2 failed: simulated shard failure"
+  assert line.startswith(failed), line
+  if keep:
+    assert "finished shards are kept" in line
+    assert [p.name for p in tmp_path.iterdir()] == [kept.name]
+    assert kept.read_bytes() == b"shard 0"
+  else:
+    assert elapsed < 45, "the other shard was not cancelled"
+    assert list(tmp_path.iterdir()) == []
