@@ -213,6 +213,7 @@ class Collector:
     self.writer = None
     self.bar = tqdm(total=len(plan.seeds), desc=f"{task.task_id} episodes", unit="ep")
     self.kept = self.successes = self.steps = 0
+    self.build_s = 0.0  # Environment builds (BinPick: pours), in the wall time.
 
   def run(self) -> None:
     """CubeTray: one batch over every seed. BinPick: a wave of num_envs
@@ -228,9 +229,11 @@ class Collector:
   def _batch(self, seeds: list[int], cfg_kwargs: dict, slots: bool = False) -> None:
     import demo_rollouts as dr
 
+    start = time.perf_counter()
     env, episode_seeds = dr.build_env(
       self.task, self.args.num_envs, self.plan.device, self.plan.engine, **cfg_kwargs
     )
+    self.build_s += time.perf_counter() - start
     states = dr.state_io(env, self.plan.engine)
     if self.writer is None:
       self.writer = self.writer_factory(
@@ -308,7 +311,7 @@ def main(args: Args) -> int:
     writers.append(DemoWriter(args.output, env_args_))
     return writers[0]
 
-  start = time.perf_counter()
+  start, cpu_start = time.perf_counter(), time.process_time()
   collector = Collector(args, plan, task, open_writer)
   try:
     collector.run()
@@ -319,13 +322,18 @@ def main(args: Args) -> int:
       writer.abort()
     raise
   wall = time.perf_counter() - start
+  cpu = time.process_time() - cpu_start  # All threads: the cost on a busy machine.
   episodes = len(plan.seeds)
+  run = wall - collector.build_s
   print(
     f"{episodes} episodes (seeds {plan.seeds[0]}..{plan.seeds[-1]}), "
     f"{collector.successes} successes, {collector.kept} demos written, "
-    f"{collector.steps} steps in {wall:.1f} s: {episodes / wall:.2f} episodes/s, "
-    f"{collector.steps / wall:.0f} steps/s ({plan.engine} engine, "
-    f"{args.num_envs} envs, imports excluded, environment builds included)."
+    f"{collector.steps} recorded steps; {plan.engine} engine, {args.num_envs} envs: "
+    f"{wall:.1f} s in all ({episodes / wall:.3f} episodes/s, "
+    f"{collector.steps / wall:.1f} steps/s), of which {collector.build_s:.1f} s "
+    f"building environments; rollouts alone {episodes / run:.3f} episodes/s, "
+    f"{collector.steps / run:.1f} steps/s; {cpu:.1f} s of CPU time "
+    f"({collector.steps / cpu:.1f} steps per CPU second)."
   )
   print(f"wrote {path}")
   return 0

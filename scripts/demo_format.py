@@ -135,6 +135,7 @@ class DemoWriter:
   def __init__(self, path: Path, env_args: dict):
     self.path = Path(path)
     self.temp = self.path.with_name(f".{self.path.name}.{os.getpid()}.partial")
+    self.path.parent.mkdir(parents=True, exist_ok=True)
     self.file = h5py.File(self.temp, "w-")
     self.data = self.file.create_group(DATA)
     self.env_args = env_args
