@@ -155,7 +155,11 @@ def plan_tool_poses(
   above_tray = tray.copy()
   above_tray[..., 2] = cfg.carry_height
   in_tray = tray.copy()
-  in_tray[..., 2] += cfg.tray_floor_top + cfg.cube_half + cfg.release_gap
+  # Summed term by term in the input's precision, as the joint expert always
+  # has, so that its earlier runs replay bit for bit.
+  in_tray[..., 2] = (
+    np.asarray(tray_pos)[..., 2] + cfg.tray_floor_top + cfg.cube_half + cfg.release_gap
+  )
   retreat = in_tray + cfg.retreat_height * up
   positions = np.stack(
     (above_cube, grasp, grasp, lifted, above_tray, in_tray, retreat), axis=-2
