@@ -8,6 +8,7 @@ Policy load as is)::
   data                      attrs: total (samples), env_args (JSON)
   data/demo_<i>             i = 0 .. N-1, contiguous
     obs/<term>              [T, ...] float32, one per actor observation term
+    next_obs/<term>         [T, ...] float32, the observation after each action
     actions                 [T, A] float32, in [-1, 1]
     rewards                 [T] float32
     dones                   [T] int64 (1 on the episode's last step)
@@ -60,6 +61,9 @@ class Episode:
   reason: str
   attrs: dict = field(default_factory=dict)
   """Task-specific extras (e.g. BinPick's pour seed)."""
+  next_obs: dict[str, np.ndarray] | None = None
+  """The observation after each action (robomimic loads it by default); the
+  last one is the episode's terminal observation."""
 
   @property
   def num_samples(self) -> int:
@@ -99,9 +103,12 @@ def write_masks(f: h5py.File, names: list[str], successes: list[str]) -> None:
 def write_episode(group: h5py.Group, name: str, episode: Episode) -> None:
   """``data/<name>`` with its datasets and attributes."""
   demo = group.create_group(name)
-  obs = demo.create_group("obs")
-  for key, values in episode.obs.items():
-    obs.create_dataset(key, data=np.asarray(values, dtype=np.float32))
+  groups = {"obs": episode.obs, "next_obs": episode.next_obs}
+  for group_name, terms in groups.items():
+    if terms is not None:
+      group = demo.create_group(group_name)
+      for key, values in terms.items():
+        group.create_dataset(key, data=np.asarray(values, dtype=np.float32))
   demo.create_dataset("actions", data=np.asarray(episode.actions, dtype=np.float32))
   demo.create_dataset("rewards", data=np.asarray(episode.rewards, dtype=np.float32))
   demo.create_dataset("dones", data=np.asarray(episode.dones, dtype=np.int64))
@@ -233,9 +240,16 @@ def check_demo(f: h5py.File, name: str, obs_keys: list[str] | None) -> None:
   samples = int(demo.attrs["num_samples"])
   if "obs" not in demo or (obs_keys is not None and sorted(demo["obs"]) != obs_keys):
     raise DemoFileError(f"{where}: obs keys differ from the file's ({obs_keys})")
+  if "next_obs" in demo and sorted(demo["next_obs"]) != sorted(demo["obs"]):
+    raise DemoFileError(f"{where}: next_obs keys differ from its obs keys")
   datasets = {
     **{k: demo[k] for k in DEMO_DATASETS},
-    **{f"obs/{k}": v for k, v in demo["obs"].items()},
+    **{
+      f"{g}/{k}": v
+      for g in ("obs", "next_obs")
+      if g in demo
+      for k, v in demo[g].items()
+    },
   }
   for key, dataset in datasets.items():
     if dataset.shape[:1] != (samples,):
@@ -284,6 +298,9 @@ def read_episode(f: h5py.File, name: str) -> Episode:
     seed=int(demo.attrs["seed"]),
     env=int(demo.attrs["env"]),
     obs={k: v[()] for k, v in demo["obs"].items()},
+    next_obs={k: v[()] for k, v in demo["next_obs"].items()}
+    if "next_obs" in demo
+    else None,
     actions=demo["actions"][()],
     rewards=demo["rewards"][()],
     dones=demo["dones"][()],

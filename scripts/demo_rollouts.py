@@ -407,6 +407,7 @@ class Recording:
   seed: int
   env: int
   obs: list[dict[str, np.ndarray]] = field(default_factory=list)
+  next_obs: list[dict[str, np.ndarray]] = field(default_factory=list)
   actions: list[np.ndarray] = field(default_factory=list)
   rewards: list[float] = field(default_factory=list)
   dones: list[int] = field(default_factory=list)
@@ -415,6 +416,7 @@ class Recording:
   def arrays(self) -> dict:
     return {
       "obs": {k: np.stack([o[k] for o in self.obs]) for k in self.obs[0]},
+      "next_obs": {k: np.stack([o[k] for o in self.next_obs]) for k in self.obs[0]},
       "actions": np.stack(self.actions).astype(np.float32),
       "rewards": np.asarray(self.rewards, dtype=np.float32),
       "dones": np.asarray(self.dones, dtype=np.int64),
@@ -506,12 +508,14 @@ def run_episodes(
     _, rewards, terminated, truncated, _ = env.step(
       torch.as_tensor(actions, dtype=torch.float32, device=env.device)
     )
+    after = actor_obs(env)  # Before any reset: an ended episode's last observation.
     rewards = rewards.detach().cpu().numpy()
     terminated = terminated.cpu().numpy()
     truncated = truncated.cpu().numpy()
     for i, rec in enumerate(slots):
       if rec is not None:
         rec.obs.append({k: v[i] for k, v in obs.items()})
+        rec.next_obs.append({k: v[i] for k, v in after.items()})
         rec.actions.append(actions[i])
         rec.rewards.append(float(rewards[i]))
         rec.states.append(state[i])

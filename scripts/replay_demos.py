@@ -108,7 +108,10 @@ def compare(name: str, episode: Episode, finished, exact_expected: bool) -> Resu
     steps=episode.num_samples,
     replayed_steps=len(rec["actions"]),
     max_state_divergence=gap(rec["states"], episode.states),
-    max_obs_divergence=max(gap(rec["obs"][k], episode.obs[k]) for k in episode.obs),
+    max_obs_divergence=max(
+      [gap(rec["obs"][k], episode.obs[k]) for k in episode.obs]
+      + [gap(rec["next_obs"][k], v) for k, v in (episode.next_obs or {}).items()]
+    ),
     max_reward_divergence=gap(rec["rewards"], episode.rewards),
     dones_match=bool(np.array_equal(rec["dones"], episode.dones)),
     recorded=[episode.success, episode.outcome, episode.reason],

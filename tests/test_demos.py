@@ -88,6 +88,10 @@ def test_layout(shards):
       assert set(demo["obs"]) == OBS_KEYS == set(args["obs_keys"])
       for key, dataset in demo["obs"].items():
         assert dataset.dtype == np.float32 and dataset.shape[0] == n, key
+        # next_obs: the observation after each action (robomimic's layout).
+        after = demo["next_obs"][key]
+        assert after.dtype == np.float32 and after.shape == dataset.shape, key
+        assert np.array_equal(after[:-1], dataset[1:]), key
       assert demo["actions"].dtype == np.float32
       assert demo["actions"].shape == (n, 7)
       actions = demo["actions"][()]
@@ -170,7 +174,7 @@ def truncate(path: Path, steps: int) -> None:
     data = f["data"]
     for demo in data.values():
       keys = ["actions", "rewards", "dones", "states"]
-      keys += [f"obs/{k}" for k in demo["obs"]]
+      keys += [f"{g}/{k}" for g in ("obs", "next_obs") for k in demo[g]]
       for key in keys:
         values = demo[key][:steps]
         del demo[key]
