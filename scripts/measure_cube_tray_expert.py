@@ -145,6 +145,7 @@ def main(args: Args) -> int:
     arm_action=args.mode, num_envs=args.num_envs, end_on_success=True
   )
   cfg.seed = args.seed
+  source = source_snapshot()  # Before the run: the files that were imported.
   with contextlib.redirect_stdout(io.StringIO()):  # mjlab's manager tables
     env = make_env(cfg, device=device, engine=engine)
   env.reset()
@@ -177,7 +178,7 @@ def main(args: Args) -> int:
       },
       "summary": summary,
       "episodes": results,
-      "source": source_snapshot(),
+      "source": source,
     }
     (out_dir / "report.json").write_text(json.dumps(report, indent=2))
     print(f"wrote {out_dir / 'report.json'}")
