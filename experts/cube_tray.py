@@ -100,7 +100,7 @@ CARTESIAN_EXPERT_CFG = CubeTrayExpertCfg(
   # The policy's actions move the tool at most 5 mm per step and axis
   # (0.1 m/s), far slower than joint targets: a lower flight and no dwell at
   # the pass-through poses keep the worst placements inside the 12 s episode.
-  approach_height=0.06,  # pads 25 mm above the cube's top
+  approach_height=0.06,  # pad bottoms 22 mm above the cube's top
   carry_height=0.09,  # cube bottom 35 mm above the tray's walls
   min_duration=(0.0, 0.0, 0.5, 0.0, 0.0, 0.0, 0.4),
   timeout=6.0,  # the longest traverse (0.5 m) takes 5 s
@@ -211,11 +211,11 @@ def delta_pose_action(
   toward ``pos_w`` [B, 3] and ``quat_w`` [B, 4] (world frame) as fast as the
   action space allows; translation and rotation each within [-1, 1].
 
-  Deltas apply to the term's previous target (``use_target``), or to the tool
-  pose where no action has arrived since a reset, so they are taken from
-  the same base."""
+  Deltas are taken from the pose the term applies them to: its previous
+  target (``use_target``), else (or before the first action after a reset)
+  the tool pose."""
   tool_pos, tool_quat = arm.tool_pose_w()
-  has = arm.has_target.unsqueeze(-1)
+  has = (arm.has_target & arm.cfg.use_target).unsqueeze(-1)
   base_pos = torch.where(has, arm.desired_pos_w, tool_pos)
   base_quat = torch.where(has, arm.desired_quat_w, tool_quat)
   move = (pos_w - base_pos) / arm.cfg.translation_scale

@@ -102,7 +102,9 @@ def _fake_arm(tool_pos, tool_quat, has_target, desired_pos, desired_quat):
     has_target=has_target,
     desired_pos_w=desired_pos,
     desired_quat_w=desired_quat,
-    cfg=SimpleNamespace(translation_scale=0.005, rotation_scale=math.radians(1.0)),
+    cfg=SimpleNamespace(
+      translation_scale=0.005, rotation_scale=math.radians(1.0), use_target=True
+    ),
   )
 
 
