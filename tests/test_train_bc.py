@@ -120,7 +120,9 @@ def test_refusals(demos, tmp_path, capsys):
   shutil.copy(demos, other_terms)
   with h5py.File(other_terms, "a") as f:
     for name in f["data"]:
-      f.move(f"data/{name}/obs/grasped", f"data/{name}/obs/holding")
+      for group in ("obs", "next_obs"):  # next_obs: recorded since 51c6fe7
+        if group in f[f"data/{name}"]:
+          f.move(f"data/{name}/{group}/grasped", f"data/{name}/{group}/holding")
   cases = [
     (no_actions, "has no 'actions' dataset"),
     (other_terms, "are not CubeTray-UR5-RG2's actor observation terms"),
