@@ -54,6 +54,11 @@ class Args:
   chunk: int = 1
   """Actions predicted per observation (1: this step's only). Past an
   episode's end a chunk repeats its last action."""
+  quarter_yaw: str | None = None
+  """An observation term holding a quaternion (w, x, y, z), e.g. cube_quat,
+  whose yaw modulo 90 degrees is also fed to the network as sin and cos of 4
+  times the yaw: a square cube's grasp yaw repeats every 90 degrees, so the
+  expert's turn direction jumps with the raw quaternion. Default: none."""
   seed: int = 0
   """Seed of the network's initialization and the batch order."""
   device: str = "cpu"
@@ -147,6 +152,10 @@ def load_data(args: Args):
       )
     sizes = [int(first["obs"][t][0].size) for t in terms]
     action_dim = int(first["actions"].shape[1])
+  if args.quarter_yaw is not None and (
+    args.quarter_yaw not in terms or sizes[terms.index(args.quarter_yaw)] != 4
+  ):
+    fail(f"--quarter-yaw {args.quarter_yaw}: not a 4-value term of {terms}.")
   train = read_split(args.demos, "train", terms, args.chunk)
   valid = read_split(args.demos, "valid", terms, args.chunk)
   return env_args, terms, sizes, action_dim, train, valid
@@ -166,7 +175,14 @@ def mse(model, obs, actions, batch: int) -> float:
   return total / actions.numel()
 
 
-def train(args: Args, train_set, valid_set, sizes, action_dim):
+def quarter_yaw_at(args: Args, terms: list[str], sizes: list[int]) -> int | None:
+  """Where --quarter-yaw's term starts in the concatenated observation."""
+  if args.quarter_yaw is None:
+    return None
+  return sum(sizes[: terms.index(args.quarter_yaw)])
+
+
+def train(args: Args, train_set, valid_set, sizes, action_dim, yaw_at=None):
   """The fitted model and the per-epoch losses."""
   import torch
   from tqdm import tqdm
@@ -180,7 +196,8 @@ def train(args: Args, train_set, valid_set, sizes, action_dim):
   device = torch.device(args.device)
   obs = torch.from_numpy(train_set[0]).to(device)
   actions = torch.from_numpy(train_set[1]).to(device)
-  model = BcMlp(sum(sizes), action_dim, list(args.hidden), args.chunk).to(device)
+  model = BcMlp(sum(sizes), action_dim, list(args.hidden), args.chunk, yaw_at)
+  model = model.to(device)
   model.obs_mean.copy_(obs.mean(0))
   # A floor keeps near-constant terms (e.g. a resting joint) from blowing up.
   model.obs_std.copy_(obs.std(0).clamp_min(1e-2))
@@ -251,7 +268,8 @@ def main(args: Args) -> int:
 
   env_args, terms, sizes, action_dim, train_set, valid_set = load_data(args)
   start = time.perf_counter()
-  model, history = train(args, train_set, valid_set, sizes, action_dim)
+  yaw_at = quarter_yaw_at(args, terms, sizes)
+  model, history = train(args, train_set, valid_set, sizes, action_dim, yaw_at)
   seconds = time.perf_counter() - start
   summary = {
     "demos": str(args.demos),
@@ -279,6 +297,7 @@ def main(args: Args) -> int:
     "action_dim": action_dim,
     "hidden": list(args.hidden),
     "chunk": args.chunk,
+    "quarter_yaw_at": yaw_at,
     "model": model.state_dict(),
     "env_args": json.dumps(env_args, sort_keys=True),
   }

@@ -33,7 +33,12 @@ import demo_format  # noqa: E402
 import evaluate_cube_tray  # noqa: E402
 import train_bc  # noqa: E402
 
-from mjlab_tasks.common.policy import BcMlp, BcPolicy, bc_checkpoint  # noqa: E402
+from mjlab_tasks.common.policy import (  # noqa: E402
+  BcMlp,
+  BcPolicy,
+  bc_checkpoint,
+  quarter_yaw,
+)
 
 TASK_ORDER = [  # The task's actor terms, in the environment's order.
   "joint_pos",
@@ -132,6 +137,9 @@ def test_refusals(demos, tmp_path, capsys):
       train(path, tmp_path / "run", "--epochs", "1")
     assert message in one_line_error(capsys), path
     assert not (tmp_path / "run").exists()
+  with pytest.raises(SystemExit):
+    train(demos, tmp_path / "run", "--epochs", "1", "--quarter-yaw", "joint_pos")
+  assert "--quarter-yaw joint_pos: not a 4-value term" in one_line_error(capsys)
   (tmp_path / "taken").mkdir()
   with pytest.raises(SystemExit):
     train(demos, tmp_path / "taken", "--epochs", "1")
@@ -227,3 +235,14 @@ def test_policy_gives_back_the_training_actions(demos, tmp_path, rng):
   # The task must match too.
   with pytest.raises(ValueError, match="for CubeTray-UR5-RG2, not BinPick"):
     BcPolicy(env, "BinPick-UR5-RG2", run / "policy.pt", ckpt, "cpu")
+
+
+def test_quarter_yaw_of_a_turn_about_z():
+  yaw = torch.linspace(-3.1, 3.1, 25)
+  quats = torch.stack(
+    [torch.cos(yaw / 2), torch.zeros(25), torch.zeros(25), torch.sin(yaw / 2)], -1
+  )
+  obs = torch.cat([torch.randn(25, 3), quats], dim=-1)  # the term at offset 3
+  expected = torch.stack([torch.sin(4 * yaw), torch.cos(4 * yaw)], -1)
+  torch.testing.assert_close(quarter_yaw(obs, 3), expected, atol=1e-5, rtol=0)
+  torch.testing.assert_close(quarter_yaw(-obs, 3), expected, atol=1e-5, rtol=0)

@@ -250,6 +250,14 @@ BC_ENSEMBLE_DECAY = 0.01
 a step (ACT's m): close to an even average of every chunk covering it."""
 
 
+def quarter_yaw(obs: torch.Tensor, at: int) -> torch.Tensor:
+  """sin and cos of 4 yaw of the quaternion (w, x, y, z) at ``obs[:, at:at+4]``:
+  a square face's yaw modulo 90 degrees, continuous where the yaw wraps."""
+  w, x, y, z = obs[:, at : at + 4].unbind(-1)
+  yaw = torch.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+  return torch.stack([torch.sin(4 * yaw), torch.cos(4 * yaw)], dim=-1)
+
+
 class BcMlp(torch.nn.Module):
   """Observation normalization, then an MLP to a chunk of ``chunk`` actions.
 
@@ -258,14 +266,24 @@ class BcMlp(torch.nn.Module):
     action_dim: Size of one action.
     hidden: Width of each hidden layer.
     chunk: Actions predicted per observation (this step and the next ones).
+    quarter_yaw_at: Where a quaternion term starts in the observation whose
+      yaw modulo 90 degrees is also fed in (``quarter_yaw``); None: not.
   """
 
-  def __init__(self, obs_dim: int, action_dim: int, hidden: list[int], chunk: int):
+  def __init__(
+    self,
+    obs_dim: int,
+    action_dim: int,
+    hidden: list[int],
+    chunk: int,
+    quarter_yaw_at: int | None = None,
+  ):
     super().__init__()
     self.action_dim, self.chunk = action_dim, chunk
+    self.quarter_yaw_at = quarter_yaw_at
     self.register_buffer("obs_mean", torch.zeros(obs_dim))
     self.register_buffer("obs_std", torch.ones(obs_dim))
-    layers, width = [], obs_dim
+    layers, width = [], obs_dim + (0 if quarter_yaw_at is None else 2)
     for size in hidden:
       layers += [torch.nn.Linear(width, size), torch.nn.ELU()]
       width = size
@@ -274,13 +292,20 @@ class BcMlp(torch.nn.Module):
 
   def forward(self, obs: torch.Tensor) -> torch.Tensor:
     """Actions [B, chunk, action_dim] for raw observations [B, obs_dim]."""
-    out = self.net((obs - self.obs_mean) / self.obs_std)
+    x = (obs - self.obs_mean) / self.obs_std
+    if self.quarter_yaw_at is not None:
+      x = torch.cat([x, quarter_yaw(obs, self.quarter_yaw_at)], dim=-1)
+    out = self.net(x)
     return out.view(-1, self.chunk, self.action_dim)
 
   @classmethod
   def from_checkpoint(cls, ckpt: dict) -> BcMlp:
     model = cls(
-      sum(ckpt["obs_sizes"]), ckpt["action_dim"], list(ckpt["hidden"]), ckpt["chunk"]
+      sum(ckpt["obs_sizes"]),
+      ckpt["action_dim"],
+      list(ckpt["hidden"]),
+      ckpt["chunk"],
+      ckpt.get("quarter_yaw_at"),
     )
     model.load_state_dict(ckpt["model"])
     return model.eval()
