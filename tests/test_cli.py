@@ -94,6 +94,7 @@ def test_expert_success_rate_on_64_randomized_envs(tmp_path):
   assert report["summary"]["success_rate"] >= 0.95
 
 
+@pytest.mark.slow  # 35 s; the fast tier's exact demo replays (test_demos) cover it.
 def test_c_engine_reports_are_reproducible(tmp_path):
   reports = []
   for run_dir in ("a", "b"):

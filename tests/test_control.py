@@ -109,6 +109,9 @@ def test_gripper_opening_tracks_command(env):
     np.testing.assert_allclose(_opening(env), expected, atol=1e-3)
 
 
+@pytest.mark.parametrize(  # Warp: 50 s on 2 cores; the C engine covers it fast.
+  "env", ["mujoco", pytest.param("warp", marks=pytest.mark.slow)], indirect=True
+)
 def test_pinch_lifts_and_holds_cube(env):
   env.reset()
   cube = env.scene["cube"]
