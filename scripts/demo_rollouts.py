@@ -307,39 +307,25 @@ def state_layout(model) -> list[tuple[str, int]]:
 
 
 class CStates:
-  """Full integration state of each world of the C engine (float64, exact).
-
-  Reads the engine's MjData pool directly (``CMujocoSimulation._worlds``): the
-  float32 tensors it shows mjlab round the state, which an exact replay
-  cannot afford."""
+  """Full integration state of each world of the C engine (float64, exact:
+  the float32 tensors it shows mjlab round the state, which an exact replay
+  cannot afford)."""
 
   def __init__(self, env):
     import mujoco
 
     self.sim = env.sim
-    self.model = env.sim.mj_model
     self.spec = int(mujoco.mjtState.mjSTATE_INTEGRATION)
-    self.size = mujoco.mj_stateSize(self.model, self.spec)
+    self.size = mujoco.mj_stateSize(env.sim.mj_model, self.spec)
     if self.sim.expanded_fields:
       raise NotImplementedError("per-world model fields: states would need them too")
 
   def get(self) -> np.ndarray:
-    import mujoco
-
-    out = np.zeros((self.sim.num_envs, self.size))
-    for i, d in enumerate(self.sim._worlds):
-      mujoco.mj_getState(self.model, d, out[i], self.spec)
-    return out
+    return self.sim.get_state(self.spec)
 
   def set(self, ids: list[int], states: np.ndarray) -> None:
     """Restore worlds ``ids`` and recompute their derived quantities."""
-    import mujoco
-
-    for i, state in zip(ids, states, strict=True):
-      d = self.sim._worlds[i]
-      mujoco.mj_setState(self.model, d, np.asarray(state, dtype=np.float64), self.spec)
-      mujoco.mj_forward(self.model, d)
-    self.sim._pull(ids)  # The tensors mjlab reads, from the restored worlds.
+    self.sim.set_state(ids, states, self.spec)
 
 
 class WarpStates:

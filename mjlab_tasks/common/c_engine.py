@@ -476,6 +476,28 @@ class CMujocoSimulation:
       self._lazy_views[field] = views
     np.stack(views, out=self._np[field], casting="same_kind")
 
+  def get_state(self, spec: int = mujoco.mjtState.mjSTATE_INTEGRATION) -> np.ndarray:
+    """Each world's exact state, float64 [num_envs, size] (``mj_getState`` of
+    its MjData: the tensors mjlab reads hold float32 copies)."""
+    out = np.zeros((self.num_envs, mujoco.mj_stateSize(self._mj_model, spec)))
+    for i, d in enumerate(self._worlds):
+      mujoco.mj_getState(self._mj_model, d, out[i], spec)
+    return out
+
+  def set_state(
+    self,
+    ids: list[int],
+    states: np.ndarray,
+    spec: int = mujoco.mjtState.mjSTATE_INTEGRATION,
+  ) -> None:
+    """Restore worlds ``ids`` from ``states`` (as ``get_state`` gives them),
+    recompute their derived quantities and refresh the tensors mjlab reads."""
+    for i, state in zip(ids, states, strict=True):
+      d = self._worlds[i]
+      mujoco.mj_setState(self._mj_model, d, np.asarray(state, dtype=np.float64), spec)
+      mujoco.mj_forward(self._mj_model, d)
+    self._pull(ids)
+
   def _pull(self, ids) -> None:
     """Copy whole worlds (state, inputs, sensors) into the tensors."""
     for i in ids:
