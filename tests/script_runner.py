@@ -20,3 +20,22 @@ def run_script(
     cwd=ROOT,
     timeout=timeout,
   )
+
+
+def train_two_iterations(task: str, root: Path) -> subprocess.CompletedProcess:
+  """scripts/train.py: two PPO iterations of ``task`` on the C engine (4
+  environments, 8 steps each), logged under ``root``."""
+  return run_script(
+    "train.py",
+    task,
+    "--engine",
+    "mujoco",
+    "--env.scene.num-envs",
+    "4",
+    "--agent.num-steps-per-env",
+    "8",
+    "--agent.max-iterations",
+    "2",
+    "--log-root",
+    str(root),
+  )

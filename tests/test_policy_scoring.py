@@ -13,7 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
-from script_runner import run_script
+from script_runner import run_script, train_two_iterations
 
 TASK = "BinPick-UR5-RG2"
 SMALL = ["--num-envs", "2", "--device", "cpu", "--bin-width", ".14"]
@@ -23,20 +23,7 @@ SMALL = ["--num-envs", "2", "--device", "cpu", "--bin-width", ".14"]
 def checkpoint(tmp_path_factory) -> Path:
   """model_1.pt of two PPO iterations, 4 environments, 8 steps each."""
   root = tmp_path_factory.mktemp("train")
-  result = run_script(
-    "train.py",
-    TASK,
-    "--engine",
-    "mujoco",
-    "--env.scene.num-envs",
-    "4",
-    "--agent.num-steps-per-env",
-    "8",
-    "--agent.max-iterations",
-    "2",
-    "--log-root",
-    str(root),
-  )
+  result = train_two_iterations(TASK, root)
   assert result.returncode == 0, result.stderr[-3000:]
   (model,) = root.glob("*/*/model_1.pt")
   return model

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from script_runner import run_script
+from script_runner import run_script, train_two_iterations
 
 TASK = "CubeTray-UR5-RG2"
 
@@ -17,20 +17,7 @@ TASK = "CubeTray-UR5-RG2"
 def cube_tray_run(tmp_path_factory):
   """Two PPO iterations of the cube-in-tray task on the C engine (4 envs)."""
   root = tmp_path_factory.mktemp("train")
-  result = run_script(
-    "train.py",
-    TASK,
-    "--engine",
-    "mujoco",
-    "--env.scene.num-envs",
-    "4",
-    "--agent.num-steps-per-env",
-    "8",
-    "--agent.max-iterations",
-    "2",
-    "--log-root",
-    str(root),
-  )
+  result = train_two_iterations(TASK, root)
   assert result.returncode == 0, result.stderr[-3000:]
   (run,) = [p for p in root.glob("*/*") if p.is_dir()]
   return run, result
