@@ -65,8 +65,8 @@ def _random_cube_states(rng, tray_xy, pad_pos, pad_axis, count):
     elif kind == 1:  # Resting with a corner past the wall line: not contained.
       side = rng.choice([-1.0, 1.0], 2)
       pos = np.array([*(tray_xy + side * rng.uniform(0.036, 0.04, 2)), rest])
-    elif kind == 2:  # Floating 1 mm above the floor.
-      pos = np.array([*xy, floor + HALF + 0.001])
+    elif kind == 2:  # Floating 1 mm above the floor near the centre: no support.
+      pos = np.array([*(tray_xy + rng.uniform(-0.005, 0.005, 2)), floor + HALF + 0.001])
     elif kind == 3:  # Resting but moving.
       pos = np.array([*(tray_xy + rng.uniform(-0.005, 0.005, 2)), rest])
       lin = rng.uniform(0.015, 0.03, 3) * rng.choice([-1.0, 1.0], 3)
