@@ -54,11 +54,21 @@ class Args:
   chunk: int = 1
   """Actions predicted per observation (1: this step's only). Past an
   episode's end a chunk repeats its last action."""
+  obs_keys: tuple[str, ...] | None = None
+  """Actor observation terms the network reads. Default: every actor term but
+  ``actions`` (the previous action): a network that sees it learns to repeat
+  it, because consecutive expert actions nearly agree, and then repeats its
+  own early mistakes instead of correcting them (the copycat problem)."""
   quarter_yaw: str | None = None
   """An observation term holding a quaternion (w, x, y, z), e.g. cube_quat,
   whose yaw modulo 90 degrees is also fed to the network as sin and cos of 4
   times the yaw: a square cube's grasp yaw repeats every 90 degrees, so the
   expert's turn direction jumps with the raw quaternion. Default: none."""
+  yaw_reference: str | None = None
+  """With --quarter-yaw: a term ending in a quaternion (a 4-value term, or a
+  7-value pose, e.g. tcp_pose) whose yaw the --quarter-yaw term's yaw is
+  taken relative to: the tool's turn to the cube's nearest face pair, which
+  decides the expert's turn direction."""
   seed: int = 0
   """Seed of the network's initialization and the batch order."""
   device: str = "cpu"
@@ -78,6 +88,10 @@ def check_args(args: Args) -> None:
     fail(f"--lr must be a positive number, got {args.lr}.")
   if not args.hidden or min(args.hidden) < 1:
     fail(f"--hidden takes one or more layer widths of at least 1, got {args.hidden}.")
+  if args.yaw_reference is not None and args.quarter_yaw is None:
+    fail("--yaw-reference needs --quarter-yaw.")
+  if args.obs_keys is not None and len(set(args.obs_keys)) != len(args.obs_keys):
+    fail(f"--obs-keys names a term twice: {list(args.obs_keys)}.")
   if args.device != "cpu":
     from cli_args import check_device
 
@@ -152,13 +166,33 @@ def load_data(args: Args):
       )
     sizes = [int(first["obs"][t][0].size) for t in terms]
     action_dim = int(first["actions"].shape[1])
-  if args.quarter_yaw is not None and (
-    args.quarter_yaw not in terms or sizes[terms.index(args.quarter_yaw)] != 4
+  keys = chosen_terms(args, terms)
+  sizes = [sizes[terms.index(k)] for k in keys]
+  for flag, term, allowed in (
+    ("--quarter-yaw", args.quarter_yaw, (4,)),
+    ("--yaw-reference", args.yaw_reference, (4, 7)),
   ):
-    fail(f"--quarter-yaw {args.quarter_yaw}: not a 4-value term of {terms}.")
+    if term is not None and (
+      term not in keys or sizes[keys.index(term)] not in allowed
+    ):
+      fail(
+        f"{flag} {term}: not a {' or '.join(map(str, allowed))}-value term of {keys}."
+      )
+  terms = keys
   train = read_split(args.demos, "train", terms, args.chunk)
   valid = read_split(args.demos, "valid", terms, args.chunk)
   return env_args, terms, sizes, action_dim, train, valid
+
+
+def chosen_terms(args: Args, terms: list[str]) -> list[str]:
+  """--obs-keys (default: every term but the previous action), in the
+  environment's order."""
+  if args.obs_keys is None:
+    return [t for t in terms if t != "actions"]
+  unknown = [k for k in args.obs_keys if k not in terms]
+  if unknown:
+    fail(f"--obs-keys {', '.join(unknown)}: not an actor observation term of {terms}.")
+  return [t for t in terms if t in args.obs_keys]
 
 
 # ---------------------------------------------------------------- training
@@ -175,14 +209,19 @@ def mse(model, obs, actions, batch: int) -> float:
   return total / actions.numel()
 
 
-def quarter_yaw_at(args: Args, terms: list[str], sizes: list[int]) -> int | None:
-  """Where --quarter-yaw's term starts in the concatenated observation."""
-  if args.quarter_yaw is None:
-    return None
-  return sum(sizes[: terms.index(args.quarter_yaw)])
+def quarter_yaw_at(args: Args, terms: list[str], sizes: list[int]):
+  """Where --quarter-yaw's quaternion and --yaw-reference's start in the
+  concatenated observation (a pose's quaternion is its last 4 values)."""
+
+  def end_of(term: str | None) -> int | None:
+    if term is None:
+      return None
+    return sum(sizes[: terms.index(term) + 1]) - 4
+
+  return end_of(args.quarter_yaw), end_of(args.yaw_reference)
 
 
-def train(args: Args, train_set, valid_set, sizes, action_dim, yaw_at=None):
+def train(args: Args, train_set, valid_set, sizes, action_dim, yaw_at=(None, None)):
   """The fitted model and the per-epoch losses."""
   import torch
   from tqdm import tqdm
@@ -196,7 +235,7 @@ def train(args: Args, train_set, valid_set, sizes, action_dim, yaw_at=None):
   device = torch.device(args.device)
   obs = torch.from_numpy(train_set[0]).to(device)
   actions = torch.from_numpy(train_set[1]).to(device)
-  model = BcMlp(sum(sizes), action_dim, list(args.hidden), args.chunk, yaw_at)
+  model = BcMlp(sum(sizes), action_dim, list(args.hidden), args.chunk, *yaw_at)
   model = model.to(device)
   model.obs_mean.copy_(obs.mean(0))
   # A floor keeps near-constant terms (e.g. a resting joint) from blowing up.
@@ -297,7 +336,8 @@ def main(args: Args) -> int:
     "action_dim": action_dim,
     "hidden": list(args.hidden),
     "chunk": args.chunk,
-    "quarter_yaw_at": yaw_at,
+    "quarter_yaw_at": yaw_at[0],
+    "yaw_reference_at": yaw_at[1],
     "model": model.state_dict(),
     "env_args": json.dumps(env_args, sort_keys=True),
   }

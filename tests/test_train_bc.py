@@ -51,6 +51,7 @@ TASK_ORDER = [  # The task's actor terms, in the environment's order.
   "cube_quat",
   "grasped",
 ]
+TRAINED = [t for t in TASK_ORDER if t != "actions"]  # train_bc's default terms
 CPU = ["--engine", "mujoco", "--device", "cpu"]
 
 
@@ -93,10 +94,10 @@ def test_trained_policy_is_scored(demos, tmp_path, capsys):
   ]
   summary = json.loads((run / "summary.json").read_text())
   assert summary["train_demos"] + summary["valid_demos"] == 2
-  assert summary["obs_terms"] == TASK_ORDER
+  assert summary["obs_terms"] == TRAINED
   assert len(summary["history"]["train"]) == 3
   ckpt = bc_checkpoint(run / "policy.pt")
-  assert ckpt["chunk"] == 3 and ckpt["obs_keys"] == TASK_ORDER
+  assert ckpt["chunk"] == 3 and ckpt["obs_keys"] == TRAINED
 
   report_dir = tmp_path / "report"
   argv = ["--policy", str(run / "policy.pt"), "--num-envs", "2", "--episodes", "2"]
@@ -106,14 +107,20 @@ def test_trained_policy_is_scored(demos, tmp_path, capsys):
   assert report["controller"] == f"behaviour-cloning policy {run / 'policy.pt'}"
   assert report["summary"]["episodes"] == 2
 
-  # The same checkpoint with its terms in another order: refused, one line.
-  ckpt["obs_keys"] = TASK_ORDER[1:] + TASK_ORDER[:1]
-  torch.save(ckpt, tmp_path / "reordered.pt")
-  argv = ["--policy", str(tmp_path / "reordered.pt"), "--num-envs", "1", *CPU]
-  capsys.readouterr()
-  with pytest.raises(SystemExit):
-    evaluate_cube_tray.main(cli_args.parse(evaluate_cube_tray.Args, argv))
-  assert "names or order differ" in one_line_error(capsys)
+  # The same checkpoint on a term the environment lacks, or of another
+  # size: refused, one line.
+  renamed = dict(ckpt, obs_keys=[*TRAINED[:-1], "holding"])
+  resized = dict(ckpt, obs_sizes=[*ckpt["obs_sizes"][:-1], 2])
+  for name, bad, message in (
+    ("renamed", renamed, "(no holding)"),
+    ("resized", resized, "grasped of size 2; the environment's has 1"),
+  ):
+    torch.save(bad, tmp_path / f"{name}.pt")
+    argv = ["--policy", str(tmp_path / f"{name}.pt"), "--num-envs", "1", *CPU]
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+      evaluate_cube_tray.main(cli_args.parse(evaluate_cube_tray.Args, argv))
+    assert message in one_line_error(capsys), name
 
 
 def test_refusals(demos, tmp_path, capsys):
@@ -137,9 +144,19 @@ def test_refusals(demos, tmp_path, capsys):
       train(path, tmp_path / "run", "--epochs", "1")
     assert message in one_line_error(capsys), path
     assert not (tmp_path / "run").exists()
-  with pytest.raises(SystemExit):
-    train(demos, tmp_path / "run", "--epochs", "1", "--quarter-yaw", "joint_pos")
-  assert "--quarter-yaw joint_pos: not a 4-value term" in one_line_error(capsys)
+  for flags, message in (
+    (["--quarter-yaw", "joint_pos"], "--quarter-yaw joint_pos: not a 4-value term"),
+    (["--yaw-reference", "tcp_pose"], "--yaw-reference needs --quarter-yaw"),
+    (
+      ["--quarter-yaw", "cube_quat", "--yaw-reference", "joint_pos"],
+      "--yaw-reference joint_pos: not a 4 or 7-value term",
+    ),
+    (["--obs-keys", "grasped", "wrist"], "--obs-keys wrist: not an actor"),
+    (["--obs-keys", "grasped", "grasped"], "--obs-keys names a term twice"),
+  ):
+    with pytest.raises(SystemExit):
+      train(demos, tmp_path / "run", "--epochs", "1", *flags)
+    assert message in one_line_error(capsys), flags
   (tmp_path / "taken").mkdir()
   with pytest.raises(SystemExit):
     train(demos, tmp_path / "taken", "--epochs", "1")
@@ -211,7 +228,7 @@ def test_policy_gives_back_the_training_actions(demos, tmp_path, rng):
   ckpt = bc_checkpoint(run / "policy.pt")
   env = fake_env(sizes, obs)
   policy = BcPolicy(env, "CubeTray-UR5-RG2", run / "policy.pt", ckpt, "cpu")
-  got = policy.act().numpy()
+  got = policy.act().numpy()  # It skips the previous action's columns.
   # Fitted, not perfect: far closer than the actions' own spread (about 0.4),
   # which a wrong term order or normalization would give.
   error = np.abs(got - actions)
@@ -221,8 +238,18 @@ def test_policy_gives_back_the_training_actions(demos, tmp_path, rng):
   # for it one step earlier (the older, weighted 1 as in ACT) and its own
   # (weighted exp(-0.01)); a reset forgets the former.
   model = BcMlp.from_checkpoint(ckpt)
+  sizes_flat = [int(np.prod(sizes[k])) for k in TASK_ORDER]
+  starts = np.cumsum([0, *sizes_flat])
+  trained = np.concatenate(
+    [
+      obs[:, starts[i] : starts[i + 1]]
+      for i, k in enumerate(TASK_ORDER)
+      if k in TRAINED
+    ],
+    axis=1,
+  )
   with torch.no_grad():
-    chunks = model(torch.from_numpy(obs))
+    chunks = model(torch.from_numpy(trained))
   env.obs_buf["actor"] = torch.from_numpy(obs[::-1].copy())
   second = policy.act()
   w_old, w_new = 1.0, np.exp(-0.01)
@@ -246,3 +273,18 @@ def test_quarter_yaw_of_a_turn_about_z():
   expected = torch.stack([torch.sin(4 * yaw), torch.cos(4 * yaw)], -1)
   torch.testing.assert_close(quarter_yaw(obs, 3), expected, atol=1e-5, rtol=0)
   torch.testing.assert_close(quarter_yaw(-obs, 3), expected, atol=1e-5, rtol=0)
+
+
+def test_quarter_yaw_relative_to_a_tool_pose(rng):
+  """The cube's yaw from the heading of a downward tool's closing (x) axis."""
+  from scipy.spatial.transform import Rotation
+
+  cube_yaw, tool_yaw = rng.uniform(-np.pi, np.pi, (2, 16))
+  cube = Rotation.from_euler("z", cube_yaw[:, None]).as_quat(scalar_first=True)
+  tool = Rotation.from_euler("ZX", np.stack([tool_yaw, np.full(16, np.pi)], -1))
+  pose = np.concatenate([rng.normal(size=(16, 3)), tool.as_quat(scalar_first=True)], 1)
+  obs = torch.tensor(np.concatenate([pose, cube], 1), dtype=torch.float32)
+  turn = cube_yaw - tool_yaw
+  expected = torch.tensor(np.stack([np.sin(4 * turn), np.cos(4 * turn)], -1))
+  got = quarter_yaw(obs, 7, reference_at=3).double()
+  torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)

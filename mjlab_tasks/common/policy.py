@@ -250,11 +250,22 @@ BC_ENSEMBLE_DECAY = 0.01
 a step (ACT's m): close to an even average of every chunk covering it."""
 
 
-def quarter_yaw(obs: torch.Tensor, at: int) -> torch.Tensor:
+def _yaw(quat: torch.Tensor) -> torch.Tensor:
+  """Heading of a (w, x, y, z) quaternion's x axis about world z."""
+  w, x, y, z = quat.unbind(-1)
+  return torch.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+
+
+def quarter_yaw(
+  obs: torch.Tensor, at: int, reference_at: int | None = None
+) -> torch.Tensor:
   """sin and cos of 4 yaw of the quaternion (w, x, y, z) at ``obs[:, at:at+4]``:
-  a square face's yaw modulo 90 degrees, continuous where the yaw wraps."""
-  w, x, y, z = obs[:, at : at + 4].unbind(-1)
-  yaw = torch.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+  a square face's yaw modulo 90 degrees, continuous where the yaw wraps. With
+  ``reference_at``, the yaw relative to the quaternion there (e.g. the cube's
+  yaw from the tool's: the wrist's turn to a face pair)."""
+  yaw = _yaw(obs[:, at : at + 4])
+  if reference_at is not None:
+    yaw = yaw - _yaw(obs[:, reference_at : reference_at + 4])
   return torch.stack([torch.sin(4 * yaw), torch.cos(4 * yaw)], dim=-1)
 
 
@@ -268,6 +279,8 @@ class BcMlp(torch.nn.Module):
     chunk: Actions predicted per observation (this step and the next ones).
     quarter_yaw_at: Where a quaternion term starts in the observation whose
       yaw modulo 90 degrees is also fed in (``quarter_yaw``); None: not.
+    yaw_reference_at: Where the quaternion starts whose yaw that one is taken
+      relative to; None: absolute.
   """
 
   def __init__(
@@ -277,10 +290,11 @@ class BcMlp(torch.nn.Module):
     hidden: list[int],
     chunk: int,
     quarter_yaw_at: int | None = None,
+    yaw_reference_at: int | None = None,
   ):
     super().__init__()
     self.action_dim, self.chunk = action_dim, chunk
-    self.quarter_yaw_at = quarter_yaw_at
+    self.quarter_yaw_at, self.yaw_reference_at = quarter_yaw_at, yaw_reference_at
     self.register_buffer("obs_mean", torch.zeros(obs_dim))
     self.register_buffer("obs_std", torch.ones(obs_dim))
     layers, width = [], obs_dim + (0 if quarter_yaw_at is None else 2)
@@ -294,7 +308,8 @@ class BcMlp(torch.nn.Module):
     """Actions [B, chunk, action_dim] for raw observations [B, obs_dim]."""
     x = (obs - self.obs_mean) / self.obs_std
     if self.quarter_yaw_at is not None:
-      x = torch.cat([x, quarter_yaw(obs, self.quarter_yaw_at)], dim=-1)
+      yaw = quarter_yaw(obs, self.quarter_yaw_at, self.yaw_reference_at)
+      x = torch.cat([x, yaw], dim=-1)
     out = self.net(x)
     return out.view(-1, self.chunk, self.action_dim)
 
@@ -306,6 +321,7 @@ class BcMlp(torch.nn.Module):
       list(ckpt["hidden"]),
       ckpt["chunk"],
       ckpt.get("quarter_yaw_at"),
+      ckpt.get("yaw_reference_at"),
     )
     model.load_state_dict(ckpt["model"])
     return model.eval()
@@ -327,14 +343,15 @@ def bc_checkpoint(path: Path) -> dict | None:
 class BcPolicy:
   """A behaviour-cloning policy (``scripts/train_bc.py``'s ``policy.pt``).
 
-  It reads the actor observation the environment gives a policy (the terms
-  it was trained on, in the same order) and, with action chunks, executes
-  them with temporal ensembling: each step's action is the weighted mean of
-  every chunk predicted for it, per environment, forgotten at its reset.
+  It reads the terms it was trained on (by name, in the checkpoint's order)
+  from the actor observation the environment gives a policy, and, with
+  action chunks, executes them with temporal ensembling: each step's action
+  is the weighted mean of every chunk predicted for it, per environment,
+  forgotten at its reset.
 
   Raises:
-    ValueError: trained for another task, or its observation terms (names,
-      order, sizes) or action size differ from the environment's.
+    ValueError: trained for another task, on an observation term the
+      environment lacks or has in another size, or for another action size.
   """
 
   def __init__(
@@ -347,16 +364,25 @@ class BcPolicy:
     manager = env.observation_manager
     terms = list(manager.active_terms["actor"])
     sizes = [int(np.prod(d)) for d in manager.group_obs_term_dim["actor"]]
-    if terms != list(ckpt["obs_keys"]):
+    missing = [k for k in ckpt["obs_keys"] if k not in terms]
+    if missing:
       raise ValueError(
         f"{path} was trained on observation terms {list(ckpt['obs_keys'])}; the "
-        f"environment's actor observation has {terms} (names or order differ)"
+        f"environment's actor observation has {terms} (no {', '.join(missing)})"
       )
-    if sizes != list(ckpt["obs_sizes"]):
-      raise ValueError(
-        f"{path} was trained on observation term sizes {list(ckpt['obs_sizes'])}; "
-        f"the environment's are {sizes}"
-      )
+    starts = dict(zip(terms, np.cumsum([0, *sizes[:-1]]).tolist(), strict=True))
+    size_of = dict(zip(terms, sizes, strict=True))
+    for key, size in zip(ckpt["obs_keys"], ckpt["obs_sizes"], strict=True):
+      if size_of[key] != size:
+        raise ValueError(
+          f"{path} was trained on {key} of size {size}; the environment's has "
+          f"{size_of[key]}"
+        )
+    # The trained terms' columns of the environment's actor observation, in
+    # the checkpoint's order (a subset: e.g. without the previous action).
+    self._columns = torch.cat(
+      [torch.arange(starts[k], starts[k] + size_of[k]) for k in ckpt["obs_keys"]]
+    ).to(device)
     act_dim = int(env.action_manager.total_action_dim)
     if act_dim != ckpt["action_dim"]:
       raise ValueError(
@@ -378,13 +404,14 @@ class BcPolicy:
     self.description = f"behaviour-cloning policy {path}"
 
   def _observations(self) -> torch.Tensor:
-    """The actor observation as recorded in demonstrations (obs_buf)."""
+    """The trained terms of the actor observation as recorded in
+    demonstrations (obs_buf)."""
     buf = self._env.obs_buf.get("actor")
     if buf is None:  # Before the first reset or step.
       buf = self._env.observation_manager.compute()["actor"]
     if isinstance(buf, dict):
       buf = torch.cat([buf[t].flatten(1) for t in self._terms], dim=-1)
-    return buf.float()
+    return buf.float()[:, self._columns]
 
   def act(self) -> torch.Tensor:
     """Actions [num_envs, action_dim] for the current observations."""
