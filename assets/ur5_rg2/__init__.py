@@ -7,6 +7,9 @@ worker) never imports mjlab or torch.
 
 from assets.ur5_rg2.model import (
   ARM_JOINT_NAMES,
+  D415_IMAGE_SIZE,
+  D415_MOUNT_POS_TOLERANCE,
+  D415_MOUNT_ROT_TOLERANCE_DEG,
   HAND_BODY_NAME,
   PAD_GEOM_NAMES,
   TCP_SITE_NAME,
@@ -37,6 +40,9 @@ def __getattr__(name: str):
 __all__ = [
   "ARM_ACTUATOR_NAMES",
   "ARM_JOINT_NAMES",
+  "D415_IMAGE_SIZE",
+  "D415_MOUNT_POS_TOLERANCE",
+  "D415_MOUNT_ROT_TOLERANCE_DEG",
   "GRIPPER_ACTUATOR_NAME",
   "HAND_BODY_NAME",
   "HOME_JOINT_POS",

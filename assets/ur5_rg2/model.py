@@ -80,6 +80,12 @@ MOUNT_V4_MASS = 0.030
 D415_IMAGE_SIZE = (320, 180)
 D415_NOMINAL_HFOV_DEG = 69.0
 D415_NOMINAL_VFOV_DEG = 42.0
+# Pose tolerance of the camera on mount v4, for image randomization. Neither
+# the seed nor the reference assembly gives one, and no hand-eye calibration
+# exists, so this is an assumption: a printed mount's fit and screw play, up
+# to 2 mm per axis and 1 degree about each axis.
+D415_MOUNT_POS_TOLERANCE = 0.002  # [m]
+D415_MOUNT_ROT_TOLERANCE_DEG = 1.0  # [deg]
 
 # Geom groups: 2 robot visuals+collision, 3 camera collision proxies,
 # 4 camera visuals (camera sensors render groups 0-2 only).

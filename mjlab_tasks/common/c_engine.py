@@ -13,9 +13,10 @@ reallocated. Inputs (ctrl, applied forces, mocap poses) are pushed before
 every step; ``qpos``/``qvel``/``act`` only for rows a caller changed, so
 untouched worlds keep their float64 state and runs are bitwise reproducible.
 
-Not supported (clear errors): camera and raycast sensors (MuJoCo Warp
-rendering), and recomputing derived model constants after domain
-randomization of inertial fields.
+Camera sensors render with MuJoCo's OpenGL renderer (``c_cameras``), into
+the buffers mjlab's camera sensor reads on MuJoCo Warp. Not supported (clear
+errors): raycast sensors, segmentation images, and recomputing derived model
+constants after domain randomization of inertial fields.
 """
 
 from __future__ import annotations
@@ -210,6 +211,7 @@ class CMujocoSimulation:
     self._model = CModel(model, num_envs)
     self._default_model_fields: dict[str, torch.Tensor] = {}
     self.use_cuda_graph = False
+    self._sensor_context = None  # Camera sensors' renderer (c_cameras).
     self.nan_guard = NanGuard(cfg.nan_guard, num_envs, model)
     threads = num_threads or min(os.cpu_count() or 1, num_envs)
     self._chunks = [
@@ -340,12 +342,19 @@ class CMujocoSimulation:
     )
 
   def set_sensor_context(self, ctx) -> None:
-    raise NotImplementedError(
-      "Camera and raycast sensors render with MuJoCo Warp; use --engine warp."
-    )
+    from mjlab_tasks.common.c_cameras import CSensorContext
+
+    if not isinstance(ctx, CSensorContext):
+      raise NotImplementedError(
+        "This sensor context renders with MuJoCo Warp; build the environment "
+        "with c_engine.make_env, or use --engine warp."
+      )
+    self._sensor_context = ctx
 
   def sense(self) -> None:
-    """No camera or raycast sensors on this engine."""
+    """Render the camera sensors of every world (nothing without cameras)."""
+    if self._sensor_context is not None:
+      self._sensor_context.render(self._worlds, self._model.expanded)
 
   def contact_penetration(self) -> tuple[torch.Tensor, torch.Tensor]:
     """Deepest contact penetration per world [num_envs] [m] (0 if none), and
@@ -381,6 +390,9 @@ class CMujocoSimulation:
 
   def close(self) -> None:
     self._pool.shutdown(wait=True)
+    if self._sensor_context is not None:
+      self._sensor_context.close()
+      self._sensor_context = None
 
   # Internals.
 
@@ -532,15 +544,20 @@ def resolve_engine(engine: str | None, device: str) -> Engine:
 
 @contextlib.contextmanager
 def simulation_class(cls):
-  """Build mjlab's environment around another simulation class."""
+  """Build mjlab's environment around another simulation class; its scene
+  gives camera sensors the C engine's renderer (``c_cameras``) instead of
+  MuJoCo Warp's render context."""
   import mjlab.envs.manager_based_rl_env as env_module
+  import mjlab.scene.scene as scene_module
 
-  original = env_module.Simulation
-  env_module.Simulation = cls
+  from mjlab_tasks.common.c_cameras import CSensorContext
+
+  originals = env_module.Simulation, scene_module.SensorContext
+  env_module.Simulation, scene_module.SensorContext = cls, CSensorContext
   try:
     yield
   finally:
-    env_module.Simulation = original
+    env_module.Simulation, scene_module.SensorContext = originals
 
 
 def make_env(
