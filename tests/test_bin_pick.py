@@ -382,14 +382,17 @@ def test_scene_camera_frames_the_arm_bin_and_drop_zone():
     up = np.array(scene.camera[0].up, dtype=float)
     np.testing.assert_allclose(eye, SCENE_VIEW.eye, atol=1e-5)
     assert model.vis.global_.fovy == SCENE_VIEW.fovy
-    # The sensor: at the eye, its -z along MuJoCo's forward, its y up.
-    sensor = next(
-      s
-      for s in bin_pick_env_cfg(cameras=True).scene.sensors
-      if s.name == "scene_camera"
-    )
-    np.testing.assert_allclose(sensor.pos, eye, atol=1e-5)
+    # The sensor rides on the robot base (each environment sees its own
+    # scene): composed with the base's pose, at the eye, its -z along
+    # MuJoCo's forward, its y up.
+    cfg = bin_pick_env_cfg(cameras=True)
+    sensor = next(s for s in cfg.scene.sensors if s.name == "scene_camera")
+    assert sensor.parent_body == "robot/base"
+    base = cfg.scene.entities["robot"].init_state
+    base_rot = matrix_from_quat(torch.tensor(base.rot, dtype=torch.float64)).numpy()
+    np.testing.assert_allclose(base_rot @ sensor.pos + base.pos, eye, atol=1e-5)
     rot = matrix_from_quat(torch.tensor(sensor.quat, dtype=torch.float64)).numpy()
+    rot = base_rot @ rot
     np.testing.assert_allclose(-rot[:, 2], forward, atol=1e-5)
     np.testing.assert_allclose(rot[:, 1], up, atol=1e-5)
     assert sensor.fovy == SCENE_VIEW.fovy

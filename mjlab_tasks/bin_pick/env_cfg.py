@@ -10,6 +10,8 @@ Task description:
 Randomizations: the pour (drop positions and orientations) per environment,
 from ``pour_seed`` and the number of environments (each object draws one
 value per environment). Every reset restores the environment's own pour.
+With ``image_randomization`` (image policies): light, bin, object and table
+colours and the wrist camera's pose within its mount tolerance, every reset.
 
 Bin: internal 400 x 128 x 150 mm by default (length along world y, width
 along x, wall height); width and wall height are configurable.
@@ -17,6 +19,7 @@ along x, wall height); width and wall height are configurable.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -34,13 +37,19 @@ from mjlab.managers.observation_manager import ObservationGroupCfg, ObservationT
 from mjlab.managers.reward_manager import RewardTermCfg
 from mjlab.managers.scene_entity_config import SceneEntityCfg
 from mjlab.managers.termination_manager import TerminationTermCfg
-from mjlab.sensor import CameraSensorCfg, ContactMatch, ContactSensorCfg
+from mjlab.sensor import ContactMatch, ContactSensorCfg
 
 from assets.objects import ObjectDesc, describe_objects, object_spec
 from assets.ur5_rg2 import PAD_GEOM_NAMES, TCP_SITE_NAME
 from evaluators.bin_pick import BinLayout
 from mjlab_tasks.bin_pick import mdp
 from mjlab_tasks.common import mdp as common_mdp
+from mjlab_tasks.common.cameras import (
+  SceneView,
+  add_cameras,
+  image_randomization_events,
+  resolve_cameras,
+)
 from mjlab_tasks.common.props import open_box_spec
 from mjlab_tasks.common.scene import ROBOT, make_robot_env_cfg, robot_observations
 
@@ -59,29 +68,12 @@ STOP_FRACTION = 0.8  # The pour stops when the pile reaches 80% of the wall.
 OBSERVED_OBJECTS = 4  # Object slots in the actor's observation (nearest first).
 
 
-@dataclass(frozen=True)
-class SceneView:
-  """The scene camera as a MuJoCo free camera (look-at point, distance,
-  azimuth and elevation [deg]); the ``scene_camera`` sensor sits at ``eye``."""
-
-  lookat: tuple[float, float, float] = (0.33, 0.1, 0.28)
-  distance: float = 1.0
-  azimuth: float = 195.0
-  elevation: float = -40.0
-  fovy: float = 45.0  # MuJoCo's default free-camera field of view [deg].
-
-  @property
-  def eye(self) -> tuple[float, float, float]:
-    """Camera position, env frame [m] (MuJoCo's free-camera convention)."""
-    az, el = np.radians(self.azimuth), np.radians(self.elevation)
-    forward = np.array([np.cos(el) * np.cos(az), np.cos(el) * np.sin(az), np.sin(el)])
-    return tuple(float(v) for v in np.asarray(self.lookat) - self.distance * forward)
-
-
 # Framed on the arm at home, the bin and the drop destination (from +x, a
 # little toward the drop side, 40 degrees down to see into the bin), so the
 # three fill the picture (checked in tests/test_bin_pick.py).
-SCENE_VIEW = SceneView()
+SCENE_VIEW = SceneView(
+  lookat=(0.33, 0.1, 0.28), distance=1.0, azimuth=195.0, elevation=-40.0
+)
 
 
 @dataclass(frozen=True)
@@ -407,7 +399,8 @@ def bin_pick_env_cfg(
   objects: int = 12,
   bin_width: float = DEFAULT_BIN_WIDTH,
   bin_height: float = DEFAULT_BIN_HEIGHT,
-  cameras: bool = False,
+  cameras: bool | str | Sequence[str] = (),
+  image_randomization: bool = False,
   arm_action: Literal["cartesian", "joint"] = "cartesian",
   num_envs: int = 1,
   object_seed: int = 0,
@@ -423,8 +416,12 @@ def bin_pick_env_cfg(
     objects: Object slots, the most the pourer may pour.
     bin_width: Inner bin width [m] (x), default 0.128.
     bin_height: Inner wall height [m], default 0.150.
-    cameras: Create the wrist D415 (320x180) and scene camera sensors. When
-      False no camera sensor exists and nothing is rendered.
+    cameras: Image observations (``mjlab_tasks.common.cameras``): ``("wrist",)``,
+      ``("wrist", "scene")`` or ``"wrist,scene"``; ``True`` means both. They
+      form the ``camera`` observation group; with none (the default) no
+      camera sensor exists and nothing is rendered.
+    image_randomization: Draw light, bin, object and table colours and the
+      wrist camera's pose jitter at every reset (seeded; needs cameras).
     arm_action: ``"cartesian"`` for policies, ``"joint"`` for joint experts.
     num_envs: Number of parallel environments.
     object_seed: Seed of the object set (shapes, sizes, densities).
@@ -437,6 +434,9 @@ def bin_pick_env_cfg(
   """
   if objects < 1:
     raise ValueError("objects must be at least 1.")
+  cameras = resolve_cameras(cameras)
+  if image_randomization and not cameras:
+    raise ValueError("image_randomization needs cameras.")
   if not (0.06 <= bin_width <= 0.4 and 0.03 <= bin_height <= 0.3):
     raise ValueError(
       f"bin width {bin_width} m / height {bin_height} m outside the supported "
@@ -532,25 +532,12 @@ def bin_pick_env_cfg(
       func=mdp.tool_object_distance, params=tool, reduce="mean"
     ),
   }
-  if cameras:
-    cfg.scene.sensors = (
-      *cfg.scene.sensors,
-      CameraSensorCfg(
-        name="wrist_d415",
-        camera_name=f"{ROBOT}/wrist_d415",
-        width=320,
-        height=180,
-        data_types=("rgb", "depth"),
-      ),
-      CameraSensorCfg(
-        name="scene_camera",
-        pos=SCENE_VIEW.eye,
-        quat=_look_at_quat(SCENE_VIEW.eye, SCENE_VIEW.lookat),
-        fovy=SCENE_VIEW.fovy,
-        width=320,
-        height=240,
-        data_types=("rgb",),
-      ),
+  add_cameras(cfg, cameras, SCENE_VIEW, robot=ROBOT)
+  if image_randomization:
+    cfg.events.update(
+      image_randomization_events(
+        {"bin": ".*", **{name: ".*" for name in names}}, cameras, robot=ROBOT
+      )
     )
   return cfg
 
@@ -576,16 +563,3 @@ def _observations(descs: tuple[ObjectDesc, ...]) -> dict[str, ObservationGroupCf
     "actor": ObservationGroupCfg(actor, enable_corruption=False),
     "critic": ObservationGroupCfg(critic, enable_corruption=False),
   }
-
-
-def _look_at_quat(eye, target) -> tuple[float, float, float, float]:
-  """MuJoCo camera quaternion (w, x, y, z) looking from ``eye`` at ``target``."""
-  forward = np.subtract(target, eye)
-  forward /= np.linalg.norm(forward)
-  z = -forward  # Cameras look along their -z.
-  x = np.cross([0.0, 0.0, 1.0], z)
-  x /= np.linalg.norm(x)
-  y = np.cross(z, x)
-  quat = np.zeros(4)
-  mujoco.mju_mat2Quat(quat, np.stack([x, y, z], axis=1).ravel())
-  return tuple(float(v) for v in quat)

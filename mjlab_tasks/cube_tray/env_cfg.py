@@ -9,6 +9,8 @@ Randomizations (each reset):
   - cube position x in [0.40, 0.55] m, y in [-0.25, -0.05] m, yaw in [-pi, pi);
   - tray position x in [0.40, 0.55] m, y in [0.08, 0.25] m (yaw fixed: the
     tray stays aligned with world X/Y, as the evaluator assumes).
+  - with ``image_randomization`` (image policies): light, table, cube and
+    tray colours, and the wrist camera's pose within its mount tolerance.
 
 Success conditions (``evaluators/cube_tray.py``): the whole cube inside the
 footprint, supported by the tray floor (contact force > 0.01 N and bottom
@@ -18,6 +20,7 @@ of it held for 0.5 s of continuous simulated time.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 import mujoco
@@ -37,6 +40,12 @@ from mjlab.utils.noise import UniformNoiseCfg
 
 from assets.ur5_rg2 import PAD_GEOM_NAMES, TCP_SITE_NAME
 from mjlab_tasks.common import mdp as common_mdp
+from mjlab_tasks.common.cameras import (
+  SceneView,
+  add_cameras,
+  image_randomization_events,
+  resolve_cameras,
+)
 from mjlab_tasks.common.props import open_box_spec
 from mjlab_tasks.common.scene import (
   ROBOT,
@@ -59,6 +68,10 @@ CUBE_NOMINAL = (0.45, -0.15)
 TRAY_NOMINAL = (0.45, 0.15)
 CUBE_RANGE = {"x": (0.40, 0.55), "y": (-0.25, -0.05), "yaw": (-3.14159, 3.14159)}
 TRAY_RANGE = {"x": (0.40, 0.55), "y": (0.08, 0.25)}
+# The scene camera: from +x, facing the robot, over both placement ranges.
+SCENE_VIEW = SceneView(
+  lookat=(0.3, 0.0, 0.25), distance=1.3, azimuth=180.0, elevation=-35.0
+)
 
 
 def tray_spec() -> mujoco.MjSpec:
@@ -92,6 +105,8 @@ def cube_tray_env_cfg(
   randomize: bool = True,
   num_envs: int = 1,
   end_on_success: bool = True,
+  cameras: str | Sequence[str] = (),
+  image_randomization: bool = False,
 ) -> ManagerBasedRlEnvCfg:
   """Cube-in-tray environment.
 
@@ -104,7 +119,17 @@ def cube_tray_env_cfg(
       configuration sets False: the settled state is then absorbing and pays
       the most per step until the time-out, so finishing is worth more than
       any other behaviour (see ``mdp.cube_tray_progress``).
+    cameras: Image observations (``mjlab_tasks.common.cameras``): ``("wrist",)``,
+      ``("wrist", "scene")`` or ``"wrist,scene"``, in the ``camera``
+      observation group. The wrist camera mounts the D415 on the hand (as on
+      BinPick; its 102 g change the arm's load). None by default: no camera
+      sensor, nothing rendered.
+    image_randomization: Draw light, table, cube and tray colours and the
+      wrist camera's pose jitter at every reset (seeded; needs cameras).
   """
+  cameras = resolve_cameras(cameras)
+  if image_randomization and not cameras:
+    raise ValueError("image_randomization needs cameras.")
   names = CubeTrayNames(tray_floor_top=TRAY_FLOOR)
   cfg = make_robot_env_cfg(
     entities={
@@ -117,6 +142,7 @@ def cube_tray_env_cfg(
       ),
     },
     arm_action=arm_action,
+    with_camera="wrist" in cameras,
     num_envs=num_envs,
     episode_length_s=20.0 if play else 12.0,
   )
@@ -204,6 +230,14 @@ def cube_tray_env_cfg(
           "asset_cfg": SceneEntityCfg(name),
         },
       )
+
+  add_cameras(cfg, cameras, SCENE_VIEW, robot=ROBOT)
+  if image_randomization:
+    cfg.events.update(
+      image_randomization_events(
+        {names.cube: ".*", names.tray: ".*"}, cameras, robot=ROBOT
+      )
+    )
 
   cfg.terminations = {
     "time_out": TerminationTermCfg(func=mjlab_terms.time_out, time_out=True),
