@@ -19,9 +19,11 @@ difference).
 
 from __future__ import annotations
 
+import atexit
 import ctypes.util
 import importlib
 import os
+import weakref
 from typing import TYPE_CHECKING
 
 import mujoco
@@ -38,6 +40,10 @@ if TYPE_CHECKING:
 # The Debian package that provides each headless OpenGL backend.
 GL_PACKAGES = {"osmesa": "libosmesa6", "egl": "libegl1"}
 GL_LIBRARIES = {"osmesa": "OSMesa", "egl": "EGL"}
+# mjlab sets MUJOCO_GL=egl unless it is set; without a GPU and EGL, OSMesa.
+_OTHER_BACKEND = {
+  "egl": ", or start with MUJOCO_GL=osmesa (package libosmesa6) without a GPU"
+}
 # OpenGL clamps the summed lighting at 1 before it modulates a surface's
 # colour; MuJoCo Warp's ray tracer sums the lights, multiplies and clamps the
 # result. Lights drawn at 1/LIGHT_HEADROOM of their intensity and pixels
@@ -66,7 +72,7 @@ def open_gl_context(width: int, height: int):
     raise RuntimeError(
       f"C-engine cameras need OpenGL (MUJOCO_GL={backend}), but lib{library} "
       f"is missing: install the Debian package {package} "
-      f"(apt-get install {package})."
+      f"(apt-get install {package}){_OTHER_BACKEND.get(backend, '')}."
     )
   module = {"osmesa": "mujoco.osmesa", "egl": "mujoco.egl"}.get(backend, "mujoco.glfw")
   try:
@@ -76,7 +82,8 @@ def open_gl_context(width: int, height: int):
     detail = " ".join(str(error).split())
     raise RuntimeError(
       f"C-engine cameras need OpenGL (MUJOCO_GL={backend}), which failed: "
-      f"{detail}. Install the Debian package {package} (apt-get install {package})."
+      f"{detail}. Install the Debian package {package} (apt-get install "
+      f"{package}){_OTHER_BACKEND.get(backend, '')}."
     ) from error
   return context
 
@@ -116,21 +123,30 @@ class CSensorContext:
     # A model of its own: per-world colours and lights are written into it
     # before each world is drawn.
     self._model = copy_model(mj_model)
-    self._model.vis.global_.offwidth = max(width, self._model.vis.global_.offwidth)
-    self._model.vis.global_.offheight = max(height, self._model.vis.global_.offheight)
+    # The offscreen buffer as large as the largest camera (not the model's
+    # 1920 x 1080 for videos), single-sampled as MuJoCo Warp's one ray per
+    # pixel.
+    self._model.vis.global_.offwidth = width
+    self._model.vis.global_.offheight = height
+    self._model.vis.quality.offsamples = 0
+    use_shadows = bool(self.camera_sensors[0].cfg.use_shadows)
+    if not use_shadows:
+      self._model.vis.quality.shadowsize = 0  # Its map alone takes ~250 MB.
     self._lights = {f: getattr(mj_model, f).copy() for f in _LIGHT_FIELDS}
     headlight = self._model.vis.headlight
     for part in (headlight.ambient, headlight.diffuse, headlight.specular):
       part[:] = np.asarray(part) / LIGHT_HEADROOM
     self._gl = open_gl_context(width, height)
+    # After the backend's own exit handler (EGL terminates its display),
+    # so this one runs first: contexts freed later fail noisily.
+    this = weakref.ref(self)
+    atexit.register(lambda: this() is not None and this().close())
     self._mjr = mujoco.MjrContext(self._model, mujoco.mjtFontScale.mjFONTSCALE_100)
     mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self._mjr)
     self._mjr.readDepthMap = mujoco.mjtDepthMap.mjDEPTH_ZEROFAR
     self._scene = mujoco.MjvScene(self._model, maxgeom=10_000)
     self._option = self._scene_option(self.camera_sensors[0].cfg.enabled_geom_groups)
-    self._scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = bool(
-      self.camera_sensors[0].cfg.use_shadows
-    )
+    self._scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = use_shadows
     for flag in (mujoco.mjtRndFlag.mjRND_REFLECTION, mujoco.mjtRndFlag.mjRND_HAZE):
       self._scene.flags[flag] = False
     self._buffers = {
@@ -222,12 +238,14 @@ class CSensorContext:
           )
 
   def close(self) -> None:
-    if self._mjr is not None:
-      self._mjr.free()
-      self._mjr = None
-    if self._gl is not None:
-      self._gl.free()
-      self._gl = None
+    """Free the OpenGL resources (again at exit: mjlab's environment does not
+    close its simulation)."""
+    if self._gl is None:
+      return
+    self._gl.make_current()
+    self._mjr.free()
+    self._gl.free()
+    self._gl = self._mjr = None
 
   # Internals.
 

@@ -35,8 +35,9 @@ from typing import TYPE_CHECKING
 
 import mujoco
 import numpy as np
+import torch
 from mjlab.envs.mdp import dr
-from mjlab.managers.event_manager import EventTermCfg
+from mjlab.managers.event_manager import EventTermCfg, requires_model_fields
 from mjlab.managers.observation_manager import ObservationGroupCfg, ObservationTermCfg
 from mjlab.managers.scene_entity_config import SceneEntityCfg
 from mjlab.sensor import CameraSensorCfg
@@ -48,7 +49,6 @@ from assets.ur5_rg2 import (
 )
 
 if TYPE_CHECKING:
-  import torch
   from mjlab.envs import ManagerBasedRlEnv, ManagerBasedRlEnvCfg
 
 CAMERA_GROUP = "camera"
@@ -228,7 +228,7 @@ class ImageRandomizationCfg:
   from torch's generator, which mjlab seeds with the environment's seed)."""
 
   light_diffuse: tuple[float, float] = (0.3, 1.0)
-  """Diffuse intensity of the scene light (grey, per environment)."""
+  """Diffuse intensity of the scene light (grey; 0.7 by default)."""
   light_tilt: float = 0.3
   """Offset added to the x and y of the (directional) light's unit direction,
   which points down: tilts of up to about 23 degrees."""
@@ -240,6 +240,25 @@ class ImageRandomizationCfg:
   """Wrist camera position jitter per axis [m] (mount tolerance, assets)."""
   camera_rot_deg: float = D415_MOUNT_ROT_TOLERANCE_DEG
   """Wrist camera rotation jitter about each axis [deg] (mount tolerance)."""
+
+
+@requires_model_fields("light_diffuse")
+def light_intensity(
+  env: ManagerBasedRlEnv,
+  env_ids: torch.Tensor | None,
+  asset_cfg: SceneEntityCfg,
+  intensity: tuple[float, float],
+) -> None:
+  """Grey diffuse light of a drawn intensity per environment (mjlab's
+  ``dr.light_diffuse`` draws each colour channel on its own: tinted light)."""
+  if env_ids is None:
+    env_ids = torch.arange(env.num_envs, device=env.device)
+  lights = env.scene[asset_cfg.name].indexing.light_ids[asset_cfg.light_ids]
+  env_ids = env_ids.to(lights)
+  level = torch.empty(len(env_ids), 1, 1, device=env.device).uniform_(*intensity)
+  diffuse = env.sim.model.light_diffuse
+  grid = torch.meshgrid(env_ids, lights, indexing="ij")
+  diffuse[grid] = level.expand(-1, len(lights), 3)
 
 
 def image_randomization_events(
@@ -262,12 +281,11 @@ def image_randomization_events(
   cfg = cfg or ImageRandomizationCfg()
   events = {
     "image_light": EventTermCfg(
-      func=dr.light_diffuse,
+      func=light_intensity,
       mode="reset",
       params={
         "asset_cfg": SceneEntityCfg(terrain, light_names=(".*",)),
-        "ranges": cfg.light_diffuse,
-        "shared_random": True,
+        "intensity": cfg.light_diffuse,
       },
     ),
     "image_light_dir": EventTermCfg(
