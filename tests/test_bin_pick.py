@@ -1,4 +1,4 @@
-"""Bin-picking scene: bin geometry, the pourer (C engine), cameras (MuJoCo Warp)."""
+"""Bin-picking scene: bin geometry, the pourer (C engine), cameras (both engines)."""
 
 from __future__ import annotations
 
@@ -342,16 +342,19 @@ def test_no_camera_sensor_without_cameras(poured_envs):
   assert env.scene.sensor_context is None  # Nothing to render.
 
 
-def test_camera_images_when_enabled():
-  env = _env(engine="warp", num_envs=1, objects=2, cameras=True)
+@pytest.mark.parametrize("engine", ["warp", "mujoco"])
+def test_camera_images_when_enabled(engine):
+  env = _env(engine=engine, num_envs=1, objects=2, cameras=True)
   try:
     env.reset()
-    env.step(torch.zeros(1, 7))
+    obs = env.step(torch.zeros(1, 7))[0]
     rgb = env.scene.sensors["wrist_d415"].data.rgb
     assert tuple(rgb.shape) == (1, 180, 320, 3)
     assert rgb.dtype == torch.uint8 and rgb.float().std() > 1.0  # Not a blank image.
     depth = env.scene.sensors["wrist_d415"].data.depth
     assert tuple(depth.shape[:3]) == (1, 180, 320)
+    assert torch.equal(obs["camera"]["wrist_rgb"], rgb)
+    assert tuple(obs["camera"]["scene_rgb"].shape) == (1, 240, 320, 3)
   finally:
     env.close()
 
