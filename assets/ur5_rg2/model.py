@@ -80,6 +80,7 @@ MOUNT_V4_MASS = 0.030
 D415_IMAGE_SIZE = (320, 180)
 D415_NOMINAL_HFOV_DEG = 69.0
 D415_NOMINAL_VFOV_DEG = 42.0
+D415_SENSOR_PIXEL = 1e-5  # Nominal sensor length per policy pixel [m].
 # Pose tolerance of the camera on mount v4, for image randomization. Neither
 # the seed nor the reference assembly gives one, and no hand-eye calibration
 # exists, so this is an assumption: a printed mount's fit and screw play, up
@@ -334,12 +335,19 @@ def _add_d415(spec: mujoco.MjSpec, hand: mujoco.MjsBody) -> None:
   # MuJoCo cameras look along their -z with +y up: a half turn about x makes
   # the camera look along the tool axis (+z of the RG2 frame).
   intr = d415_nominal_intrinsics(*D415_IMAGE_SIZE)
+  # Pinhole intrinsics in pixels (fx and fy differ, which fovy cannot say).
+  # MuJoCo wants a sensor size: D415_SENSOR_PIXEL per pixel (only the ratio
+  # to the focal length matters); fovy is kept for readers, MuJoCo then
+  # ignores it.
   camera.add_camera(
     name="wrist_d415",
     pos=list(D415_RGB_POS),
     quat=[0, 1, 0, 0],
     fovy=intr.fovy_deg,
     resolution=[intr.width, intr.height],
+    sensor_size=[intr.width * D415_SENSOR_PIXEL, intr.height * D415_SENSOR_PIXEL],
+    focal_pixel=[intr.fx, intr.fy],
+    principal_pixel=[intr.cx - intr.width / 2, intr.cy - intr.height / 2],
   )
 
 
