@@ -296,16 +296,19 @@ DEPTH_MAX_M = 1e-4
 RGB_MEAN, RGB_P90 = 15.0, 40.0
 
 
-def test_c_engine_and_warp_pictures_agree():
+@pytest.mark.parametrize(
+  "warp_device", ["cpu", pytest.param("cuda:0", marks=pytest.mark.gpu)]
+)
+def test_c_engine_and_warp_pictures_agree(warp_device):
   """The same state (the nominal reset) on both engines, one environment,
-  full resolution (MuJoCo Warp's renderer runs on the CPU as well)."""
+  full resolution; MuJoCo Warp on the CPU (default tier) or the GPU."""
   images = {}
-  for engine in ("mujoco", "warp"):
+  for engine, device in (("mujoco", "cpu"), ("warp", warp_device)):
     cfg = cube_tray_env_cfg(num_envs=1, randomize=False, cameras=BOTH)
-    env = make_env(cfg, device="cpu", engine=engine)
+    env = make_env(cfg, device=device, engine=engine)
     try:
       obs, _ = env.reset()
-      images[engine] = {k: v.clone().double() for k, v in obs[CAMERA_GROUP].items()}
+      images[engine] = {k: v.double().cpu() for k, v in obs[CAMERA_GROUP].items()}
     finally:
       env.close()
   c, w = images["mujoco"], images["warp"]
