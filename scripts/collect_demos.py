@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 from cli_args import (
   check_at_least,
   check_device,
@@ -40,6 +41,10 @@ from demo_rollouts import TASKS
 from tqdm import tqdm
 
 SUFFIXES = (".hdf5", ".h5")
+ARM_DIMS = 6
+"""The arm's share of every task's action (Cartesian delta pose); the gripper's
+command follows and gets no noise: a noisy closing command drops objects."""
+NOISE_SALT = 0xDA27
 BIN_PICK_FLAGS = ("objects", "bin_width", "bin_height", "object_seed")
 
 
@@ -61,6 +66,14 @@ class Args:
   episodes; merge the N files with merge_demos.py."""
   only_success: bool = False
   """Write only the episodes the task's evaluator scores a success."""
+  action_noise: float = 0.0
+  """Noise injection (DART, Laskey et al. 2017): the standard deviation of
+  Gaussian noise added to the expert's arm actions (not the gripper) before
+  they are executed, then clipped to [-1, 1]; seeded per episode. The expert
+  corrects the drift the noise causes, so the demonstrations show the
+  recoveries a learner needs. ``actions`` records what was executed (a replay
+  stays exact), ``expert_actions`` the expert's own actions, which
+  train_bc.py imitates. 0: none."""
   max_steps: int | None = None
   """Episode limit in policy steps (20 Hz); a time-out is a failure. Default:
   240 (CubeTray), 3600 (BinPick)."""
@@ -123,6 +136,8 @@ def check_args(args: Args) -> Plan:
   check_at_least(1, num_envs=args.num_envs, episodes=args.episodes)
   check_at_least(1, max_steps=args.max_steps, objects=args.objects)
   check_at_least(0, seed=args.seed, object_seed=args.object_seed)
+  if not 0.0 <= args.action_noise <= 1.0:
+    fail(f"--action-noise must be between 0 and 1, got {args.action_noise}.")
   if args.task != "BinPick-UR5-RG2":
     given = [f for f in BIN_PICK_FLAGS if getattr(args, f) is not None]
     if given:
@@ -189,6 +204,11 @@ def env_args(args: Args, plan: Plan, task, env, states) -> dict:
     "shard": f"{plan.shard[0]}/{plan.shard[1]}",
     "seed_ranges": [[plan.seeds[0], plan.seeds[-1] + 1]],
     "only_success": args.only_success,
+    "action_noise": {
+      "std": args.action_noise,
+      "dims": ARM_DIMS,
+      "seed": f"numpy default_rng([episode seed, {NOISE_SALT}])",
+    },
     "expert": task.expert_name,
     "obs_keys": sorted(env.observation_manager.active_terms[ACTOR]),
     "action_dim": int(env.action_manager.total_action_dim),
@@ -242,9 +262,13 @@ class Collector:
     # BinPick: seed s runs in slot s - pour_seed (its place in the pour).
     jobs = [dr.Job(s, env=(i if slots else None)) for i, s in enumerate(seeds)]
     expert = None
+    noise = [None] * self.args.num_envs  # Per environment: its episode's generator.
 
-    def on_reset(ids, _jobs):
+    def on_reset(ids, started):
       nonlocal expert
+      for i, job in zip(ids, started, strict=True):
+        if job is not None:
+          noise[i] = np.random.default_rng([job.seed, NOISE_SALT])
       if expert is None:  # After the first reset (BinPick: the pour).
         expert = self.task.make_expert(env)
       elif hasattr(expert, "reset"):
@@ -256,7 +280,13 @@ class Collector:
       actions = expert.act().detach().cpu().numpy()
       live = [i for i, r in enumerate(recordings) if r is not None]
       dr.check_actions(actions[live], self.task.expert_name)
-      return actions
+      if self.args.action_noise == 0.0:
+        return actions
+      executed = actions.copy()
+      for i in live:
+        shake = noise[i].normal(0.0, self.args.action_noise, ARM_DIMS)
+        executed[i, :ARM_DIMS] = np.clip(actions[i, :ARM_DIMS] + shake, -1.0, 1.0)
+      return executed, actions
 
     done = None
     if self.task.expert_finished is not None:

@@ -9,7 +9,8 @@ Policy load as is)::
   data/demo_<i>             i = 0 .. N-1, contiguous
     obs/<term>              [T, ...] float32, one per actor observation term
     next_obs/<term>         [T, ...] float32, the observation after each action
-    actions                 [T, A] float32, in [-1, 1]
+    actions                 [T, A] float32, in [-1, 1], as executed
+    expert_actions          [T, A] float32, only with action noise: the expert's own
     rewards                 [T] float32
     dones                   [T] int64 (1 on the episode's last step)
     states                  [T, S] float64, the simulator state before each action
@@ -64,6 +65,10 @@ class Episode:
   next_obs: dict[str, np.ndarray] | None = None
   """The observation after each action (robomimic loads it by default); the
   last one is the episode's terminal observation."""
+  expert_actions: np.ndarray | None = None
+  """Collected with action noise (``collect_demos.py --action-noise``): the
+  expert's own action at each step, while ``actions`` holds the noisy one the
+  environment executed."""
 
   @property
   def num_samples(self) -> int:
@@ -110,6 +115,10 @@ def write_episode(group: h5py.Group, name: str, episode: Episode) -> None:
       for key, values in terms.items():
         group.create_dataset(key, data=np.asarray(values, dtype=np.float32))
   demo.create_dataset("actions", data=np.asarray(episode.actions, dtype=np.float32))
+  if episode.expert_actions is not None:
+    demo.create_dataset(
+      "expert_actions", data=np.asarray(episode.expert_actions, dtype=np.float32)
+    )
   demo.create_dataset("rewards", data=np.asarray(episode.rewards, dtype=np.float32))
   demo.create_dataset("dones", data=np.asarray(episode.dones, dtype=np.int64))
   demo.create_dataset("states", data=np.asarray(episode.states, dtype=np.float64))
@@ -242,8 +251,9 @@ def check_demo(f: h5py.File, name: str, obs_keys: list[str] | None) -> None:
     raise DemoFileError(f"{where}: obs keys differ from the file's ({obs_keys})")
   if "next_obs" in demo and sorted(demo["next_obs"]) != sorted(demo["obs"]):
     raise DemoFileError(f"{where}: next_obs keys differ from its obs keys")
+  optional = [k for k in ("expert_actions",) if k in demo]
   datasets = {
-    **{k: demo[k] for k in DEMO_DATASETS},
+    **{k: demo[k] for k in (*DEMO_DATASETS, *optional)},
     **{
       f"{g}/{k}": v
       for g in ("obs", "next_obs")
@@ -258,13 +268,16 @@ def check_demo(f: h5py.File, name: str, obs_keys: list[str] | None) -> None:
       )
     if key != "dones" and not np.issubdtype(dataset.dtype, np.floating):
       raise DemoFileError(f"{where}/{key} is {dataset.dtype}, not floating point")
-  actions = demo["actions"][()]
-  if not np.isfinite(actions).all():
-    step = int(np.argwhere(~np.isfinite(actions))[0, 0])
-    raise DemoFileError(f"{where}/actions: non-finite value at step {step}")
-  if np.abs(actions).max(initial=0.0) > 1.0:
-    step = int(np.argwhere(np.abs(actions) > 1.0)[0, 0])
-    raise DemoFileError(f"{where}/actions: value outside [-1, 1] at step {step}")
+  for key in ("actions", *optional):
+    actions = demo[key][()]
+    if key != "actions" and actions.shape != demo["actions"].shape:
+      raise DemoFileError(f"{where}/{key} has shape {actions.shape}, not actions'")
+    if not np.isfinite(actions).all():
+      step = int(np.argwhere(~np.isfinite(actions))[0, 0])
+      raise DemoFileError(f"{where}/{key}: non-finite value at step {step}")
+    if np.abs(actions).max(initial=0.0) > 1.0:
+      step = int(np.argwhere(np.abs(actions) > 1.0)[0, 0])
+      raise DemoFileError(f"{where}/{key}: value outside [-1, 1] at step {step}")
   if not np.isfinite(demo["states"][()]).all():
     raise DemoFileError(f"{where}/states: non-finite value")
 
@@ -302,6 +315,7 @@ def read_episode(f: h5py.File, name: str) -> Episode:
     if "next_obs" in demo
     else None,
     actions=demo["actions"][()],
+    expert_actions=demo["expert_actions"][()] if "expert_actions" in demo else None,
     rewards=demo["rewards"][()],
     dones=demo["dones"][()],
     states=demo["states"][()],

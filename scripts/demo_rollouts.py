@@ -395,6 +395,8 @@ class Recording:
   obs: list[dict[str, np.ndarray]] = field(default_factory=list)
   next_obs: list[dict[str, np.ndarray]] = field(default_factory=list)
   actions: list[np.ndarray] = field(default_factory=list)
+  expert_actions: list[np.ndarray] = field(default_factory=list)
+  """The expert's own actions, when the executed ones had noise added."""
   rewards: list[float] = field(default_factory=list)
   dones: list[int] = field(default_factory=list)
   states: list[np.ndarray] = field(default_factory=list)
@@ -404,6 +406,9 @@ class Recording:
       "obs": {k: np.stack([o[k] for o in self.obs]) for k in self.obs[0]},
       "next_obs": {k: np.stack([o[k] for o in self.next_obs]) for k in self.obs[0]},
       "actions": np.stack(self.actions).astype(np.float32),
+      "expert_actions": np.stack(self.expert_actions).astype(np.float32)
+      if self.expert_actions
+      else None,
       "rewards": np.asarray(self.rewards, dtype=np.float32),
       "dones": np.asarray(self.dones, dtype=np.int64),
       "states": np.stack(self.states),
@@ -458,7 +463,7 @@ def run_episodes(
   Each environment takes the next job it may run when its episode ends;
   environments without one keep stepping unrecorded until all jobs end.
   ``act(slots)`` gives the actions [num_envs, A] (the expert's, or recorded
-  ones); ``on_reset(ids, jobs)`` runs after environments ``ids`` were reset
+  ones), or (executed, expert's) when noise is added to the expert's; ``on_reset(ids, jobs)`` runs after environments ``ids`` were reset
   (the expert plans; a replay restores the recorded initial state);
   ``controller_done(slots)`` [num_envs] bool ends episodes the environment
   did not end; ``on_end`` receives each ended episode with the task's
@@ -491,6 +496,7 @@ def run_episodes(
     obs = actor_obs(env)
     state = states.get()
     actions = act(slots)
+    actions, labels = actions if isinstance(actions, tuple) else (actions, None)
     _, rewards, terminated, truncated, _ = env.step(
       torch.as_tensor(actions, dtype=torch.float32, device=env.device)
     )
@@ -503,6 +509,8 @@ def run_episodes(
         rec.obs.append({k: v[i] for k, v in obs.items()})
         rec.next_obs.append({k: v[i] for k, v in after.items()})
         rec.actions.append(actions[i])
+        if labels is not None:
+          rec.expert_actions.append(labels[i])
         rec.rewards.append(float(rewards[i]))
         rec.states.append(state[i])
     stopped = np.zeros(n, bool) if controller_done is None else controller_done(slots)

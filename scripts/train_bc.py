@@ -3,7 +3,8 @@
 Reads a demonstration file in the robomimic layout (``collect_demos.py``,
 ``merge_demos.py``): each step's actor observation terms ``obs/<term>``,
 concatenated in the order the task's environment gives them to a policy,
-and the expert's ``actions``. Trains an MLP on the demos in ``mask/train``
+and the expert's ``actions`` (``expert_actions`` when the file has them:
+demonstrations collected with noise injection). Trains an MLP on the demos in ``mask/train``
 (observations normalized with the training set's mean and std, stored in the
 checkpoint), validates on ``mask/valid``, and writes to a new folder:
 
@@ -111,6 +112,12 @@ def actor_terms(env_args: dict) -> list[str]:
   return list(cfg.observations["actor"].terms)
 
 
+def labels_key(demo) -> str:
+  """The dataset a learner imitates: the expert's own actions when the
+  executed ones had noise added (collect_demos.py --action-noise)."""
+  return "expert_actions" if "expert_actions" in demo else "actions"
+
+
 def read_split(path: Path, mask: str, terms: list[str], chunk: int):
   """(observations [N, D], action chunks [N, chunk, A], demos) of mask/<mask>."""
   import h5py
@@ -125,7 +132,8 @@ def read_split(path: Path, mask: str, terms: list[str], chunk: int):
       obs.append(
         np.concatenate([demo["obs"][t][()].reshape(steps, -1) for t in terms], axis=1)
       )
-      a = demo["actions"][()]
+      # Noise-injected demos: imitate the expert, not the noise it corrected.
+      a = demo[labels_key(demo)][()]
       # Chunk k of step t is action t + k, the last one repeated past the end.
       index = np.minimum(np.arange(steps)[:, None] + np.arange(chunk), steps - 1)
       actions.append(a[index])
@@ -166,6 +174,7 @@ def load_data(args: Args):
       )
     sizes = [int(first["obs"][t][0].size) for t in terms]
     action_dim = int(first["actions"].shape[1])
+    labels = labels_key(first)
   keys = chosen_terms(args, terms)
   sizes = [sizes[terms.index(k)] for k in keys]
   for flag, term, allowed in (
@@ -181,7 +190,7 @@ def load_data(args: Args):
   terms = keys
   train = read_split(args.demos, "train", terms, args.chunk)
   valid = read_split(args.demos, "valid", terms, args.chunk)
-  return env_args, terms, sizes, action_dim, train, valid
+  return env_args, terms, sizes, action_dim, labels, train, valid
 
 
 def chosen_terms(args: Args, terms: list[str]) -> list[str]:
@@ -305,7 +314,7 @@ def main(args: Args) -> int:
   from mjlab_tasks.common.policy import BC_FORMAT
   from mjlab_tasks.common.runtime import source_snapshot
 
-  env_args, terms, sizes, action_dim, train_set, valid_set = load_data(args)
+  env_args, terms, sizes, action_dim, labels, train_set, valid_set = load_data(args)
   start = time.perf_counter()
   yaw_at = quarter_yaw_at(args, terms, sizes)
   model, history = train(args, train_set, valid_set, sizes, action_dim, yaw_at)
@@ -319,6 +328,7 @@ def main(args: Args) -> int:
     "valid_samples": 0 if valid_set[0] is None else len(valid_set[0]),
     "obs_terms": terms,
     "obs_sizes": sizes,
+    "labels": labels,
     "seed_ranges": env_args.get("seed_ranges"),
     "args": {k: str(v) for k, v in asdict(args).items()},
     "train_seconds": round(seconds, 1),

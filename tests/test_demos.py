@@ -322,3 +322,27 @@ def test_bin_pick_collection_replays_exactly(tmp_path):
   rc, report = replay(out)
   assert rc == 0
   assert all(e["exact"] for e in report["episodes"])
+
+
+def test_action_noise_is_executed_and_the_expert_recorded(tmp_path):
+  """--action-noise: the executed arm actions are the expert's plus the
+  episode's seeded Gaussian noise (regenerated here), clipped; the gripper's
+  are the expert's; the replay of the executed actions is exact."""
+  path = tmp_path / "noisy.hdf5"
+  argv = [*TASK, "--num-envs", "2", "--episodes", "2", "--max-steps", "20"]
+  assert collect(*argv, "--action-noise", "0.4", "--output", str(path)) == 0
+  with h5py.File(path, "r") as f:
+    args = json.loads(f["data"].attrs["env_args"])
+    assert args["action_noise"]["std"] == 0.4
+    for demo in f["data"].values():
+      executed, expert = demo["actions"][()], demo["expert_actions"][()]
+      rng = np.random.default_rng([int(demo.attrs["seed"]), collect_demos.NOISE_SALT])
+      noise = rng.normal(0.0, 0.4, (len(expert), 6))
+      np.testing.assert_allclose(
+        executed[:, :6], np.clip(expert[:, :6] + noise, -1, 1), atol=1e-6
+      )
+      assert np.array_equal(executed[:, 6], expert[:, 6])
+      assert np.abs(executed - expert).max() > 0.1
+  rc, report = replay(path)
+  assert rc == 0
+  assert all(e["exact"] for e in report["episodes"]), report["episodes"]

@@ -165,7 +165,8 @@ def test_refusals(demos, tmp_path, capsys):
 
 def learnable_file(demos: Path, path: Path, rng: np.random.Generator) -> dict:
   """Demos with random observations (the real terms and sizes, each at its
-  own scale) and actions a smooth function of three of the terms."""
+  own scale) and expert actions a smooth function of two of the terms (the
+  executed actions: noise)."""
   with h5py.File(demos) as f:
     env_args = json.loads(f["data"].attrs["env_args"])
     sizes = {k: v.shape[1:] for k, v in f["data/demo_0/obs"].items()}
@@ -186,7 +187,9 @@ def learnable_file(demos: Path, path: Path, rng: np.random.Generator) -> dict:
           seed=i,
           env=0,
           obs=obs,
-          actions=(0.8 * np.tanh(x @ weights / 3)).astype(np.float32),
+          # Executed with noise; the expert's own actions are what to learn.
+          actions=rng.uniform(-1, 1, (steps, 7)).astype(np.float32),
+          expert_actions=(0.8 * np.tanh(x @ weights / 3)).astype(np.float32),
           rewards=np.zeros(steps),
           dones=np.eye(steps)[-1],
           states=np.zeros((steps, 2)),
@@ -224,7 +227,8 @@ def test_policy_gives_back_the_training_actions(demos, tmp_path, rng):
     obs = np.concatenate(
       [demo["obs"][k][()].reshape(len(demo["actions"]), -1) for k in TASK_ORDER], 1
     )
-    actions = demo["actions"][()]
+    actions = demo["expert_actions"][()]
+  assert json.loads((run / "summary.json").read_text())["labels"] == "expert_actions"
   ckpt = bc_checkpoint(run / "policy.pt")
   env = fake_env(sizes, obs)
   policy = BcPolicy(env, "CubeTray-UR5-RG2", run / "policy.pt", ckpt, "cpu")
@@ -232,7 +236,7 @@ def test_policy_gives_back_the_training_actions(demos, tmp_path, rng):
   # Fitted, not perfect: far closer than the actions' own spread (about 0.4),
   # which a wrong term order or normalization would give.
   error = np.abs(got - actions)
-  assert error.mean() < 0.03 and error.max() < 0.2, (error.mean(), error.max())
+  assert error.mean() < 0.05 and error.max() < 0.25, (error.mean(), error.max())
 
   # Chunks: the next step's action is the ensemble of the chunk predicted
   # for it one step earlier (the older, weighted 1 as in ACT) and its own
