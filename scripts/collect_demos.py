@@ -46,6 +46,10 @@ ARM_DIMS = 6
 command follows and gets no noise: a noisy closing command drops objects."""
 NOISE_SALT = 0xDA27
 BIN_PICK_FLAGS = ("objects", "bin_width", "bin_height", "object_seed")
+CAMERA_NAMES = ("wrist", "scene")
+"""mjlab_tasks.common.cameras.CAMERA_NAMES, in its order, here so that the
+flags are checked without importing mjlab (test_image_demos checks they
+agree)."""
 
 
 @dataclass
@@ -83,8 +87,11 @@ class Args:
   """warp (MuJoCo Warp) or mujoco (C MuJoCo, CPU, bitwise reproducible).
   Default: warp on CUDA, mujoco on CPU."""
   cameras: str | None = None
-  """Not supported yet: image observations are a later issue (replay the
-  states to render them)."""
+  """Also record camera images (comma-separated: wrist, scene) as obs/<term>:
+  wrist_rgb, wrist_depth, scene_rgb ([T, H, W, C], uint8 RGB, float32 depth
+  [m], chunked per frame, compressed). The wrist camera's D415 rides on the
+  hand (its 102 g change the arm's load). Default: none, nothing rendered;
+  replay_demos.py --render-cameras renders them later from the states."""
   objects: int | None = None
   """BinPick only: object slots per bin (default 12)."""
   bin_width: float | None = None
@@ -104,6 +111,7 @@ class Plan:
   episodes: int
   shard: tuple[int, int]
   seeds: list[int]
+  cameras: tuple[str, ...] = ()
 
 
 def parse_shard(text: str | None) -> tuple[int, int]:
@@ -128,11 +136,7 @@ def check_args(args: Args) -> Plan:
   """Every flag checked before anything is built."""
   if args.task not in TASKS:
     fail(f"--task must be one of {', '.join(TASKS)}, got {args.task!r}.")
-  if args.cameras is not None:
-    fail(
-      "--cameras: image observations are not recorded yet (a later issue); "
-      "collect states and render them from the states."
-    )
+  cameras = check_cameras(args.cameras, "--cameras")
   check_at_least(1, num_envs=args.num_envs, episodes=args.episodes)
   check_at_least(1, max_steps=args.max_steps, objects=args.objects)
   check_at_least(0, seed=args.seed, object_seed=args.object_seed)
@@ -158,20 +162,35 @@ def check_args(args: Args) -> Plan:
   check_new_file(args.output, "--output")
   device = check_device(args.device)
   engine = check_engine(args.engine, device)
-  return Plan(device, engine, episodes, shard, seeds)
+  return Plan(device, engine, episodes, shard, seeds, cameras)
 
 
-def make_task(args: Args):
+def check_cameras(text: str | None, flag: str) -> tuple[str, ...]:
+  """The camera names of a comma-separated flag, in canonical order."""
+  if text is None:
+    return ()
+  names = [n.strip() for n in text.split(",")]
+  unknown = [n for n in names if n not in CAMERA_NAMES]
+  if not all(names) or unknown:
+    fail(
+      f"{flag} takes camera names ({', '.join(CAMERA_NAMES)}), comma-separated; "
+      f"got {text!r}."
+    )
+  return tuple(n for n in CAMERA_NAMES if n in names)
+
+
+def make_task(args: Args, cameras: tuple[str, ...] = ()):
   from demo_rollouts import bin_pick_task, cube_tray_task
 
   if args.task == "CubeTray-UR5-RG2":
-    return cube_tray_task(args.max_steps)
+    return cube_tray_task(args.max_steps, cameras)
   return bin_pick_task(
     args.max_steps,
     objects=args.objects or 12,
     bin_width=args.bin_width or 0.128,
     bin_height=args.bin_height or 0.150,
     object_seed=args.object_seed or 0,
+    cameras=cameras,
   )
 
 
@@ -189,11 +208,13 @@ def versions() -> dict:
 
 def env_args(args: Args, plan: Plan, task, env, states) -> dict:
   """What a learner or a replay needs to know about the collection."""
-  from demo_rollouts import ACTOR, state_layout
+  from demo_rollouts import ACTOR, CAMERA, state_layout
 
   from mjlab_tasks.common.runtime import source_snapshot
 
   source = source_snapshot()
+  terms = env.observation_manager.active_terms
+  cameras = {"camera_keys": sorted(terms[CAMERA])} if CAMERA in terms else {}
   return {
     "env_name": task.task_id,
     "type": 2,  # robomimic's EnvType.GYM_TYPE: the tasks are Gymnasium envs.
@@ -210,7 +231,8 @@ def env_args(args: Args, plan: Plan, task, env, states) -> dict:
       "seed": f"numpy default_rng([episode seed, {NOISE_SALT}])",
     },
     "expert": task.expert_name,
-    "obs_keys": sorted(env.observation_manager.active_terms[ACTOR]),
+    "obs_keys": sorted(terms[ACTOR]),
+    **cameras,
     "action_dim": int(env.action_manager.total_action_dim),
     "control_hz": round(1.0 / env.step_dt, 6),
     "state": {
@@ -334,7 +356,7 @@ def main(args: Args) -> int:
   from mjlab_tasks.common.runtime import quiet_warp
 
   quiet_warp()
-  task = make_task(args)
+  task = make_task(args, plan.cameras)
   writers: list[DemoWriter] = []
 
   def open_writer(env_args_: dict) -> DemoWriter:

@@ -8,7 +8,10 @@ Policy load as is)::
   data                      attrs: total (samples), env_args (JSON)
   data/demo_<i>             i = 0 .. N-1, contiguous
     obs/<term>              [T, ...] float32, one per actor observation term
+    obs/<camera term>       [T, H, W, C] only with cameras: uint8 RGB or float32
+                            depth [m], chunked per frame, gzip-compressed
     next_obs/<term>         [T, ...] float32, the observation after each action
+                            (state terms only)
     actions                 [T, A] float32, in [-1, 1], as executed
     expert_actions          [T, A] float32, only with action noise: the expert's own
     rewards                 [T] float32
@@ -40,6 +43,11 @@ DEMO_NAME = re.compile(r"demo_(\d+)")
 VALID_FRACTION = 0.1
 # env_args keys that may differ between files of one collection (merge_demos).
 PER_SHARD_KEYS = ("seed", "shard", "seed_ranges")
+IMAGE_CHANNELS = (1, 3)
+"""Channels of an image observation: depth, RGB."""
+IMAGE_COMPRESSION = {"compression": "gzip", "compression_opts": 4, "shuffle": True}
+"""Per-frame chunks compress alone: a learner reads one frame without
+inflating its neighbours. Shuffle groups float depth's bytes (smaller)."""
 
 
 class DemoFileError(ValueError):
@@ -105,6 +113,24 @@ def write_masks(f: h5py.File, names: list[str], successes: list[str]) -> None:
     group.create_dataset(key, data=_names_array(values))
 
 
+def is_image(values) -> bool:
+  """An image observation: [T, H, W, C] with C channels of depth or RGB (the
+  state terms are [T, D])."""
+  return len(values.shape) == 4 and values.shape[-1] in IMAGE_CHANNELS
+
+
+def write_obs(group: h5py.Group, key: str, values: np.ndarray) -> None:
+  """A state term as float32; an image in its own dtype, one compressed
+  chunk per frame."""
+  if is_image(values):
+    values = np.asarray(values)
+    group.create_dataset(
+      key, data=values, chunks=(1, *values.shape[1:]), **IMAGE_COMPRESSION
+    )
+  else:
+    group.create_dataset(key, data=np.asarray(values, dtype=np.float32))
+
+
 def write_episode(group: h5py.Group, name: str, episode: Episode) -> None:
   """``data/<name>`` with its datasets and attributes."""
   demo = group.create_group(name)
@@ -113,7 +139,7 @@ def write_episode(group: h5py.Group, name: str, episode: Episode) -> None:
     if terms is not None:
       group = demo.create_group(group_name)
       for key, values in terms.items():
-        group.create_dataset(key, data=np.asarray(values, dtype=np.float32))
+        write_obs(group, key, values)
   demo.create_dataset("actions", data=np.asarray(episode.actions, dtype=np.float32))
   if episode.expert_actions is not None:
     demo.create_dataset(
@@ -249,7 +275,11 @@ def check_demo(f: h5py.File, name: str, obs_keys: list[str] | None) -> None:
   samples = int(demo.attrs["num_samples"])
   if "obs" not in demo or (obs_keys is not None and sorted(demo["obs"]) != obs_keys):
     raise DemoFileError(f"{where}: obs keys differ from the file's ({obs_keys})")
-  if "next_obs" in demo and sorted(demo["next_obs"]) != sorted(demo["obs"]):
+  states_only = sorted(k for k, v in demo["obs"].items() if not is_image(v))
+  if "next_obs" in demo and sorted(demo["next_obs"]) not in (
+    sorted(demo["obs"]),
+    states_only,  # Images live in obs only (see Recording.images).
+  ):
     raise DemoFileError(f"{where}: next_obs keys differ from its obs keys")
   optional = [k for k in ("expert_actions",) if k in demo]
   datasets = {
@@ -266,6 +296,9 @@ def check_demo(f: h5py.File, name: str, obs_keys: list[str] | None) -> None:
       raise DemoFileError(
         f"{where}/{key} has {dataset.shape[0]} rows, num_samples {samples}"
       )
+    image = key.startswith(("obs/", "next_obs/")) and is_image(dataset)
+    if image and dataset.dtype == np.uint8:
+      continue  # RGB images are bytes.
     if key != "dones" and not np.issubdtype(dataset.dtype, np.floating):
       raise DemoFileError(f"{where}/{key} is {dataset.dtype}, not floating point")
   for key in ("actions", *optional):

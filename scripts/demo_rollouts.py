@@ -32,6 +32,8 @@ if TYPE_CHECKING:
   from mjlab.envs import ManagerBasedRlEnv, ManagerBasedRlEnvCfg
 
 ACTOR = "actor"
+CAMERA = "camera"
+"""The image observation group (mjlab_tasks.common.cameras), when cameras exist."""
 TASKS = ("CubeTray-UR5-RG2", "BinPick-UR5-RG2")
 # mjtState components of mjSTATE_INTEGRATION, in the state vector's order,
 # with the name of the matching data field.
@@ -86,7 +88,13 @@ def _steps_to_seconds(cfg, steps: int) -> float:
   return steps * cfg.decimation * cfg.sim.mujoco.timestep
 
 
-def cube_tray_task(max_steps: int | None) -> TaskSpec:
+def _with_cameras(env_kwargs: dict, cameras: tuple[str, ...]) -> dict:
+  """env_kwargs plus the cameras, only when there are any: a state-only
+  collection records exactly the env_args it did before cameras existed."""
+  return {**env_kwargs, "cameras": list(cameras)} if cameras else env_kwargs
+
+
+def cube_tray_task(max_steps: int | None, cameras: tuple[str, ...] = ()) -> TaskSpec:
   from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
 
   env_kwargs = {
@@ -102,6 +110,7 @@ def cube_tray_task(max_steps: int | None) -> TaskSpec:
       arm_action=kwargs["arm_action"],
       randomize=kwargs["randomize"],
       num_envs=num_envs,
+      cameras=tuple(kwargs.get("cameras", ())),
     )
     cfg.episode_length_s = _steps_to_seconds(cfg, kwargs["max_steps"])
     return cfg
@@ -122,7 +131,7 @@ def cube_tray_task(max_steps: int | None) -> TaskSpec:
 
   return TaskSpec(
     task_id="CubeTray-UR5-RG2",
-    env_kwargs=env_kwargs,
+    env_kwargs=_with_cameras(env_kwargs, cameras),
     make_cfg=make_cfg,
     make_expert=make_cube_tray_expert,
     judge=judge,
@@ -148,6 +157,7 @@ def bin_pick_task(
   bin_width: float,
   bin_height: float,
   object_seed: int,
+  cameras: tuple[str, ...] = (),
 ) -> TaskSpec:
   from mjlab_tasks.bin_pick.env_cfg import bin_pick_env_cfg
 
@@ -169,6 +179,7 @@ def bin_pick_task(
       num_envs=num_envs,
       object_seed=kwargs["object_seed"],
       pour_seed=pour_seed,
+      cameras=tuple(kwargs.get("cameras", ())),
     )
     cfg.episode_length_s = _steps_to_seconds(cfg, kwargs["max_steps"])
     return cfg
@@ -205,7 +216,7 @@ def bin_pick_task(
 
   return TaskSpec(
     task_id="BinPick-UR5-RG2",
-    env_kwargs=env_kwargs,
+    env_kwargs=_with_cameras(env_kwargs, cameras),
     make_cfg=make_cfg,
     make_expert=make_expert,
     judge=judge,
@@ -383,6 +394,26 @@ def actor_obs(env) -> dict[str, np.ndarray]:
   return out
 
 
+def camera_obs(env) -> dict[str, np.ndarray]:
+  """The camera group's images, one array per term [num_envs, H, W, C]
+  (uint8 RGB, float32 depth [m]); empty without cameras (nothing read).
+
+  Views of the sensors' buffers, which the next render overwrites: copy
+  what is kept."""
+  buf = env.obs_buf.get(CAMERA)
+  if buf is None:
+    return {}
+  return {k: v.detach().cpu().numpy() for k, v in buf.items()}
+
+
+def render_camera_obs(env) -> dict[str, np.ndarray]:
+  """The camera group's images of the simulator's current state (rendered
+  now; after a state restore, which the observation buffer predates)."""
+  env.sim.sense()
+  group = env.observation_manager.compute_group(CAMERA)
+  return {k: v.detach().cpu().numpy() for k, v in group.items()}
+
+
 # The episode loop.
 
 
@@ -400,10 +431,17 @@ class Recording:
   rewards: list[float] = field(default_factory=list)
   dones: list[int] = field(default_factory=list)
   states: list[np.ndarray] = field(default_factory=list)
+  images: list[dict[str, np.ndarray]] = field(default_factory=list)
+  """Camera frames before each action (only with cameras). Written as obs,
+  not as next_obs: the frame after the last action is not in the recorded
+  states, so a re-render from states could not make it."""
 
   def arrays(self) -> dict:
+    obs = {k: np.stack([o[k] for o in self.obs]) for k in self.obs[0]}
+    if self.images:
+      obs |= {k: np.stack([o[k] for o in self.images]) for k in self.images[0]}
     return {
-      "obs": {k: np.stack([o[k] for o in self.obs]) for k in self.obs[0]},
+      "obs": obs,
       "next_obs": {k: np.stack([o[k] for o in self.next_obs]) for k in self.obs[0]},
       "actions": np.stack(self.actions).astype(np.float32),
       "expert_actions": np.stack(self.expert_actions).astype(np.float32)
@@ -494,6 +532,7 @@ def run_episodes(
   start(list(range(n)))
   while any(s is not None for s in slots):
     obs = actor_obs(env)
+    frames = camera_obs(env)
     state = states.get()
     actions = act(slots)
     actions, labels = actions if isinstance(actions, tuple) else (actions, None)
@@ -507,6 +546,8 @@ def run_episodes(
     for i, rec in enumerate(slots):
       if rec is not None:
         rec.obs.append({k: v[i] for k, v in obs.items()})
+        if frames:
+          rec.images.append({k: v[i].copy() for k, v in frames.items()})
         rec.next_obs.append({k: v[i] for k, v in after.items()})
         rec.actions.append(actions[i])
         if labels is not None:

@@ -134,6 +134,7 @@ def build_env(args: Args, device: str, engine: str):
   from mjlab_tasks.bin_pick import mdp
   from mjlab_tasks.bin_pick.env_cfg import bin_pick_env_cfg
   from mjlab_tasks.common.c_engine import make_env
+  from mjlab_tasks.common.policy import bc_cameras
 
   try:
     cfg = bin_pick_env_cfg(
@@ -144,6 +145,8 @@ def build_env(args: Args, device: str, engine: str):
       num_envs=args.num_envs,
       object_seed=args.object_seed,
       pour_seed=args.seed,
+      # An image policy's cameras (none otherwise: nothing rendered).
+      cameras=() if args.policy is None else bc_cameras(args.policy),
     )
   except ValueError as e:
     raise SystemExit(f"error: {e}") from None

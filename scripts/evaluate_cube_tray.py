@@ -70,7 +70,9 @@ class Args:
   policy: Path | None = None
   """A trained policy to score in place of the expert: an rsl_rl checkpoint
   (model_N.pt from scripts/train.py or mjlab's train) or its ONNX export
-  (.onnx, from scripts/play.py --export-onnx; needs the onnx extra). It acts
+  (.onnx, from scripts/play.py --export-onnx; needs the onnx extra), or a
+  behaviour-cloning policy.pt of scripts/train_bc.py, which may read camera
+  images (the environment is then built with the cameras it needs). It acts
   with the task's Cartesian actions on its observations without noise."""
 
 
@@ -140,6 +142,7 @@ def main(args: Args) -> int:
   from evaluators.cube_tray import OUTCOME_NAMES, REASON_NAMES, Outcome, Reason
   from mjlab_tasks.common.c_engine import make_env
   from mjlab_tasks.common.mdp import physics_health
+  from mjlab_tasks.common.policy import bc_cameras
   from mjlab_tasks.common.runtime import source_snapshot
   from mjlab_tasks.common.video import CameraView, PoseReplicaRecorder
   from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
@@ -150,6 +153,8 @@ def main(args: Args) -> int:
     arm_action="joint" if args.policy is None else "cartesian",
     randomize=not args.nominal,
     num_envs=args.num_envs,
+    # An image policy's cameras (none otherwise: nothing rendered).
+    cameras=() if args.policy is None else bc_cameras(args.policy),
   )
   cfg.seed = args.seed
   cfg.episode_length_s = args.max_steps * cfg.decimation * cfg.sim.mujoco.timestep

@@ -2,6 +2,8 @@
 
   python scripts/replay_demos.py demos/cube_tray.hdf5
   python scripts/replay_demos.py demos/cube_tray.hdf5 --engine warp --json replay.json
+  python scripts/replay_demos.py demos/cube_tray.hdf5 --render-cameras wrist \
+    --output demos/cube_tray_wrist.hdf5
 
 Rebuilds the task from the file's env_args (same configuration and number of
 environments), and for each episode resets its environment slot the way
@@ -18,6 +20,16 @@ equal states, the same verdicts): the exit status is 1 otherwise. On MuJoCo
 Warp the divergence is reported (exit 0). A file that breaks the layout
 (missing datasets or attributes, actions not finite or outside [-1, 1], ...)
 is refused with one line before anything is built.
+
+With ``--render-cameras`` it replays nothing: it restores every recorded
+state of every episode (in its recorded environment slot, the task rebuilt
+with the cameras) and writes a copy of the file with the camera images of
+those states added as ``obs/<term>``, as ``collect_demos.py --cameras``
+records them; collection can stay state-only and cheap. On the C engine the
+images equal those a collection with the cameras records when the batch's
+other environments are in the same states as then (tested); otherwise they
+differ slightly (the renderer's coupling between environments,
+docs/demonstrations.md).
 """
 
 from __future__ import annotations
@@ -46,6 +58,11 @@ class Args:
   """cpu or cuda:N (default: cpu for the C engine, else cuda:0 when available)."""
   json: Path | None = None
   """Also write the per-episode results here (refused if it exists)."""
+  render_cameras: str | None = None
+  """Instead of replaying: render these cameras (comma-separated: wrist,
+  scene) from the recorded states into a copy of the file (--output)."""
+  output: Path | None = None
+  """With --render-cameras: the new demo file (.hdf5); refused if it exists."""
 
 
 @dataclass
@@ -82,6 +99,13 @@ def check_args(args: Args) -> tuple[str, str, dict]:
   engine = check_engine(engine, device)
   if args.json is not None:
     check_new_file(args.json, "--json")
+  if (args.render_cameras is None) != (args.output is None):
+    fail("--render-cameras and --output go together.")
+  if args.output is not None:
+    if args.output.suffix not in (".hdf5", ".h5"):
+      fail(f"--output {args.output}: the demo file must end in .hdf5 or .h5.")
+    check_new_file(args.output, "--output")
+    render_plan(args, env_args)
   return device, engine, env_args
 
 
@@ -98,6 +122,9 @@ def compare(name: str, episode: Episode, finished, exact_expected: bool) -> Resu
   steps = min(len(rec["actions"]), episode.num_samples)
 
   def gap(a, b) -> float:
+    if a.dtype == np.uint8:  # RGB images: exact integers, no float64 copy.
+      diff = a[:steps].astype(np.int16) - b[:steps].astype(np.int16)
+      return float(np.abs(diff).max(initial=0))
     return float(np.abs(np.asarray(a[:steps], np.float64) - b[:steps]).max(initial=0.0))
 
   verdict = finished.verdict
@@ -167,6 +194,8 @@ def replay_group(env, seeds, task, group, engine, exact_expected, bar) -> list[R
     if restore:
       rows = [i for i, _ in restore]
       states.set(rows, np.stack([job.episode[1].states[0] for _, job in restore]))
+      if dr.CAMERA in env.obs_buf:  # The restored state's pictures.
+        env.sim.sense()
       # The observations of the restored state (as collection read them).
       env.obs_buf = env.observation_manager.compute(
         update_history=True, env_ids=torch.tensor(rows, device=env.device)
@@ -214,11 +243,95 @@ def print_results(results: list[Result], engine: str) -> None:
     )
 
 
+# Rendering camera images from recorded states.
+
+
+def render_plan(args: Args, env_args: dict) -> tuple[tuple[str, ...], dict]:
+  """(cameras, the new file's env_args); refused if the file has them."""
+  from collect_demos import check_cameras
+
+  cameras = check_cameras(args.render_cameras, "--render-cameras")
+  kwargs = env_args["env_kwargs"]
+  if kwargs.get("cameras"):
+    fail(
+      f"{args.file} already has camera images ({', '.join(kwargs['cameras'])}): "
+      "render from a state-only file."
+    )
+  new_args = {**env_args, "env_kwargs": {**kwargs, "cameras": list(cameras)}}
+  return cameras, new_args
+
+
+def render_file(args: Args, env_args: dict, device: str, engine: str) -> Path:
+  """A copy of the file with the cameras' images of every recorded state."""
+  import demo_rollouts as dr
+  from demo_format import DATA, DemoWriter, demo_names, open_demos, write_obs
+
+  _, new_args = render_plan(args, env_args)
+  task = dr.task_from_env_args(new_args)
+  num_envs = int(env_args["env_kwargs"]["num_envs"])
+  with open_demos(args.file) as f, DemoWriter(args.output, new_args) as writer:
+    source = f[DATA]
+    names = demo_names(f)
+    for name in names:  # Same names, same order; images added below.
+      writer.add_copy(source[name])
+    groups: dict[int | None, list[str]] = {}
+    for name in names:  # BinPick: one environment build per pour.
+      pour = source[name].attrs.get("pour_seed") if task.one_episode_per_build else None
+      groups.setdefault(None if pour is None else int(pour), []).append(name)
+    bar = tqdm(total=len(names), desc="render episodes", unit="ep")
+    for pour_seed, group in groups.items():
+      cfg_kwargs = {} if pour_seed is None else {"pour_seed": pour_seed}
+      env, _ = dr.build_env(task, num_envs, device, engine, **cfg_kwargs)
+      try:
+        env.reset()
+        terms = env.observation_manager.active_terms[dr.CAMERA]
+        new_args["camera_keys"] = sorted(terms)
+        episodes = [
+          (n, int(source[n].attrs["env"]), source[n]["states"][()]) for n in group
+        ]
+        for name, images in render_episodes(env, dr.state_io(env, engine), episodes):
+          for key, frames in images.items():
+            write_obs(writer.data[name]["obs"], key, frames)
+          bar.update(1)
+      finally:
+        env.close()
+    bar.close()
+    return writer.finish()
+
+
+def render_episodes(env, states, episodes):
+  """(name, {term: [T, H, W, C]}) of each episode: the episodes of different
+  slots rendered together (a render draws every environment), each in its
+  recorded slot (states are in world coordinates, and each slot has its own
+  origin)."""
+  import demo_rollouts as dr
+
+  queues: dict[int, list] = {}
+  for episode in episodes:
+    queues.setdefault(episode[1], []).append(episode)
+  while any(queues.values()):
+    batch = [queue.pop(0) for queue in queues.values() if queue]
+    frames = {name: [] for name, _, _ in batch}
+    for t in range(max(len(s) for _, _, s in batch)):
+      live = [(name, slot, s[t]) for name, slot, s in batch if t < len(s)]
+      states.set([slot for _, slot, _ in live], np.stack([row for *_, row in live]))
+      images = dr.render_camera_obs(env)
+      for name, slot, _ in live:
+        frames[name].append({k: v[slot].copy() for k, v in images.items()})
+    for name, per_step in frames.items():
+      yield name, {k: np.stack([f[k] for f in per_step]) for k in per_step[0]}
+
+
 def main(args: Args) -> int:
   device, engine, env_args = check_args(args)
   from mjlab_tasks.common.runtime import quiet_warp
 
   quiet_warp()
+  if args.render_cameras is not None:
+    start = time.perf_counter()
+    path = render_file(args, env_args, device, engine)
+    print(f"rendered in {time.perf_counter() - start:.1f} s; wrote {path}")
+    return 0
   episodes = load_episodes(args.file)
   exact_expected = engine == "mujoco" and env_args.get("engine") == "mujoco"
   start = time.perf_counter()

@@ -19,6 +19,13 @@ checkpoint), validates on ``mask/valid``, and writes to a new folder:
 With ``--chunk K`` the network predicts this step's action and the next
 K - 1 (action chunking); the policy executes chunks with temporal ensembling
 (mjlab_tasks/common/policy.py, ``BcPolicy``). See docs/demonstrations.md.
+
+Camera images of a file collected with ``--cameras`` (or rendered by
+replay_demos.py --render-cameras) are inputs when ``--obs-keys`` names them
+(e.g. ``--obs-keys wrist_rgb,joint_pos,joint_vel,tcp_pose,gripper_opening``):
+each is downsampled to ``--image-size`` and encoded by a small CNN with a
+spatial softmax (``BcImageNet``); the evaluation tools build the
+environment with the cameras the checkpoint needs.
 """
 
 from __future__ import annotations
@@ -59,7 +66,12 @@ class Args:
   """Actor observation terms the network reads. Default: every actor term but
   ``actions`` (the previous action): a network that sees it learns to repeat
   it, because consecutive expert actions nearly agree, and then repeats its
-  own early mistakes instead of correcting them (the copycat problem)."""
+  own early mistakes instead of correcting them (the copycat problem). May
+  also name the file's camera image terms (wrist_rgb, wrist_depth,
+  scene_rgb): each goes through a CNN encoder."""
+  image_size: tuple[int, int] = (90, 160)
+  """Height and width camera images are downsampled to (area averaging)
+  before the CNN; 90 160 is the wrist D415's 180 x 320 halved."""
   quarter_yaw: str | None = None
   """An observation term holding a quaternion (w, x, y, z), e.g. cube_quat,
   whose yaw modulo 90 degrees is also fed to the network as sin and cos of 4
@@ -93,6 +105,10 @@ def check_args(args: Args) -> None:
     fail("--yaw-reference needs --quarter-yaw.")
   if args.obs_keys is not None and len(set(args.obs_keys)) != len(args.obs_keys):
     fail(f"--obs-keys names a term twice: {list(args.obs_keys)}.")
+  if min(args.image_size) < 16:
+    fail(
+      f"--image-size takes a height and width of at least 16, got {args.image_size}."
+    )
   if args.device != "cpu":
     from cli_args import check_device
 
@@ -118,38 +134,79 @@ def labels_key(demo) -> str:
   return "expert_actions" if "expert_actions" in demo else "actions"
 
 
-def read_split(path: Path, mask: str, terms: list[str], chunk: int):
-  """(observations [N, D], action chunks [N, chunk, A], demos) of mask/<mask>."""
+def read_images(demo, keys: list[str], size: tuple[int, int]) -> dict:
+  """The image terms of one demo downsampled to ``size``: [T, h, w, C] uint8
+  RGB (rounded) or float32 depth; frame by frame, so the full-size episode is
+  never in memory at once."""
+  import numpy as np
+  import torch
+
+  from mjlab_tasks.common.policy import downsample
+
+  out = {}
+  for key in keys:
+    dataset = demo["obs"][key]
+    frames = []
+    for start in range(0, len(dataset), 64):
+      block = torch.from_numpy(dataset[start : start + 64])
+      small = downsample(block, size).permute(0, 2, 3, 1)
+      if dataset.dtype == np.uint8:
+        small = small.round().to(torch.uint8)
+      frames.append(small.numpy())
+    out[key] = np.concatenate(frames)
+  return out
+
+
+def read_split(
+  path: Path,
+  mask: str,
+  terms: list[str],
+  chunk: int,
+  images: list[str] = (),
+  size: tuple[int, int] = (90, 160),
+):
+  """(observations [N, D], action chunks [N, chunk, A], demos) of mask/<mask>;
+  with image terms, a 4th item: {term: [N, h, w, C]}."""
   import h5py
   import numpy as np
 
-  obs, actions = [], []
+  obs, actions, pictures = [], [], []
   with h5py.File(path, "r") as f:
     names = [n.decode() if isinstance(n, bytes) else str(n) for n in f["mask"][mask]]
     for name in names:
       demo = f["data"][name]
       steps = int(demo.attrs["num_samples"])
       obs.append(
-        np.concatenate([demo["obs"][t][()].reshape(steps, -1) for t in terms], axis=1)
+        np.concatenate(
+          [demo["obs"][t][()].reshape(steps, -1) for t in terms]
+          or [np.zeros((steps, 0), np.float32)],  # Images only.
+          axis=1,
+        )
       )
+      if images:
+        pictures.append(read_images(demo, list(images), size))
       # Noise-injected demos: imitate the expert, not the noise it corrected.
       a = demo[labels_key(demo)][()]
       # Chunk k of step t is action t + k, the last one repeated past the end.
       index = np.minimum(np.arange(steps)[:, None] + np.arange(chunk), steps - 1)
       actions.append(a[index])
   if not names:
-    return None, None, 0
-  return (
+    return (None, None, 0, None) if images else (None, None, 0)
+  out = (
     np.concatenate(obs).astype(np.float32),
     np.concatenate(actions).astype(np.float32),
     len(names),
   )
+  if not images:
+    return out
+  return (*out, {k: np.concatenate([p[k] for p in pictures]) for k in images})
 
 
 def load_data(args: Args):
-  """The checked file's env_args, term order and sizes, and both splits."""
+  """The checked file's env_args, term order and sizes, and both splits
+  (with image terms: their shapes, and the images as each split's 4th item)."""
   import h5py
-  from demo_format import DemoFileError, validate_file
+  from demo_format import DemoFileError, is_image, validate_file
 
   try:
     env_args = validate_file(args.demos)
@@ -166,7 +223,8 @@ def load_data(args: Args):
     if len(f["mask"]["train"]) == 0:
       fail(f"{args.demos}: mask/train lists no demos.")
     first = f["data"][f["mask"]["train"][0].decode()]
-    keys = sorted(first["obs"])
+    keys = sorted(k for k, v in first["obs"].items() if not is_image(v))
+    shapes = {k: list(v.shape[1:]) for k, v in first["obs"].items() if is_image(v)}
     if keys != sorted(terms):
       fail(
         f"{args.demos}: obs keys {keys} are not {name}'s actor observation "
@@ -175,7 +233,7 @@ def load_data(args: Args):
     sizes = [int(first["obs"][t][0].size) for t in terms]
     action_dim = int(first["actions"].shape[1])
     labels = labels_key(first)
-  keys = chosen_terms(args, terms)
+  keys, images = chosen_terms(args, terms, sorted(shapes))
   sizes = [sizes[terms.index(k)] for k in keys]
   for flag, term, allowed in (
     ("--quarter-yaw", args.quarter_yaw, (4,)),
@@ -188,20 +246,27 @@ def load_data(args: Args):
         f"{flag} {term}: not a {' or '.join(map(str, allowed))}-value term of {keys}."
       )
   terms = keys
-  train = read_split(args.demos, "train", terms, args.chunk)
-  valid = read_split(args.demos, "valid", terms, args.chunk)
-  return env_args, terms, sizes, action_dim, labels, train, valid
+  image = (images, args.image_size)
+  train = read_split(args.demos, "train", terms, args.chunk, *image)
+  valid = read_split(args.demos, "valid", terms, args.chunk, *image)
+  shapes = {k: shapes[k] for k in images}
+  return env_args, terms, sizes, action_dim, labels, train, valid, shapes
 
 
-def chosen_terms(args: Args, terms: list[str]) -> list[str]:
-  """--obs-keys (default: every term but the previous action), in the
-  environment's order."""
+def chosen_terms(
+  args: Args, terms: list[str], images: list[str] = ()
+) -> tuple[list[str], list[str]]:
+  """--obs-keys (default: every term but the previous action) split into
+  state terms, in the environment's order, and the file's image terms."""
   if args.obs_keys is None:
-    return [t for t in terms if t != "actions"]
-  unknown = [k for k in args.obs_keys if k not in terms]
+    return [t for t in terms if t != "actions"], []
+  unknown = [k for k in args.obs_keys if k not in terms and k not in images]
   if unknown:
-    fail(f"--obs-keys {', '.join(unknown)}: not an actor observation term of {terms}.")
-  return [t for t in terms if t in args.obs_keys]
+    known = f"{terms} or the file's camera images {list(images)}" if images else terms
+    fail(f"--obs-keys {', '.join(unknown)}: not an actor observation term of {known}.")
+  return [t for t in terms if t in args.obs_keys], [
+    k for k in images if k in args.obs_keys
+  ]
 
 
 # ---------------------------------------------------------------- training
@@ -286,6 +351,101 @@ def train(args: Args, train_set, valid_set, sizes, action_dim, yaw_at=(None, Non
   return model.cpu(), history
 
 
+def image_batch(pictures: dict, idx, device) -> dict:
+  """The images of samples ``idx`` as float [B, C, h, w] on ``device``."""
+  import torch
+
+  return {
+    k: torch.from_numpy(v[idx.cpu().numpy()]).to(device).permute(0, 3, 1, 2).float()
+    for k, v in pictures.items()
+  }
+
+
+def image_mse(model, data, batch: int, device) -> float:
+  import torch
+
+  obs, actions, _, pictures = data
+  total = 0.0
+  with torch.no_grad():
+    for start in range(0, len(obs), batch):
+      idx = torch.arange(start, min(start + batch, len(obs)))
+      state = torch.from_numpy(obs[idx.numpy()]).to(device)
+      pred = model(state, image_batch(pictures, idx, device))
+      target = torch.from_numpy(actions[idx.numpy()]).to(device)
+      total += float(((pred - target) ** 2).sum())
+  return total / actions.size
+
+
+def train_images(args: Args, train_set, valid_set, sizes, action_dim, yaw_at, shapes):
+  """The fitted image model (``BcImageNet``) and the per-epoch losses.
+
+  Images stay uint8 (RGB) in memory and become float per batch: a few
+  thousand downsampled frames fit, their float copies would not."""
+  import numpy as np
+  import torch
+  from tqdm import tqdm
+
+  from mjlab_tasks.common.policy import BcImageNet
+
+  torch.manual_seed(args.seed)
+  torch.set_num_threads(1)  # As train(): a shared CPU.
+  device = torch.device(args.device)
+  keys = list(shapes)
+  model = BcImageNet(
+    sum(sizes),
+    action_dim,
+    list(args.hidden),
+    args.chunk,
+    keys,
+    [shapes[k][-1] for k in keys],
+    args.image_size,
+    *yaw_at,
+  ).to(device)
+  obs, actions, _, pictures = train_set
+  if obs.shape[1]:
+    model.obs_mean.copy_(torch.from_numpy(obs.mean(0)))
+    model.obs_std.copy_(torch.from_numpy(obs.std(0)).clamp_min(1e-2))
+  for key, encoder in model.encoders.items():
+    # One scale per image term (e.g. depth in metres, RGB / 255).
+    sample = (
+      pictures[key][:: max(1, len(obs) // 256)].astype(np.float32) / encoder.scale
+    )
+    encoder.mean.fill_(float(sample.mean()))
+    encoder.std.fill_(max(float(sample.std()), 1e-3))
+  optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+  per_epoch = -(-len(obs) // args.batch_size)
+  schedule = torch.optim.lr_scheduler.CosineAnnealingLR(
+    optimizer, T_max=args.epochs * per_epoch
+  )
+  generator = torch.Generator(device="cpu").manual_seed(args.seed)
+  history = {"train": [], "valid": []}
+  target = torch.from_numpy(actions)
+  state = torch.from_numpy(obs)
+  bar = tqdm(range(args.epochs), desc="behaviour cloning (images)", unit="epoch")
+  for _ in bar:
+    model.train()
+    order = torch.randperm(len(obs), generator=generator)
+    total = 0.0
+    for start in range(0, len(obs), args.batch_size):
+      idx = order[start : start + args.batch_size]
+      pred = model(state[idx].to(device), image_batch(pictures, idx, device))
+      loss = torch.nn.functional.mse_loss(pred, target[idx].to(device))
+      optimizer.zero_grad(set_to_none=True)
+      loss.backward()
+      optimizer.step()
+      schedule.step()
+      total += float(loss.detach()) * len(idx)
+    model.eval()
+    history["train"].append(total / len(obs))
+    if valid_set[0] is not None:
+      history["valid"].append(image_mse(model, valid_set, args.batch_size, device))
+    bar.set_postfix(
+      train=f"{history['train'][-1]:.4f}",
+      valid="-" if not history["valid"] else f"{history['valid'][-1]:.4f}",
+    )
+  return model.cpu(), history
+
+
 def plot(history: dict, path: Path) -> None:
   import matplotlib
 
@@ -314,10 +474,16 @@ def main(args: Args) -> int:
   from mjlab_tasks.common.policy import BC_FORMAT
   from mjlab_tasks.common.runtime import source_snapshot
 
-  env_args, terms, sizes, action_dim, labels, train_set, valid_set = load_data(args)
+  data = load_data(args)
+  env_args, terms, sizes, action_dim, labels, train_set, valid_set, shapes = data
   start = time.perf_counter()
   yaw_at = quarter_yaw_at(args, terms, sizes)
-  model, history = train(args, train_set, valid_set, sizes, action_dim, yaw_at)
+  if shapes:
+    model, history = train_images(
+      args, train_set, valid_set, sizes, action_dim, yaw_at, shapes
+    )
+  else:
+    model, history = train(args, train_set, valid_set, sizes, action_dim, yaw_at)
   seconds = time.perf_counter() - start
   summary = {
     "demos": str(args.demos),
@@ -328,6 +494,11 @@ def main(args: Args) -> int:
     "valid_samples": 0 if valid_set[0] is None else len(valid_set[0]),
     "obs_terms": terms,
     "obs_sizes": sizes,
+    **(
+      {"image_terms": list(shapes), "image_size": list(args.image_size)}
+      if shapes
+      else {}
+    ),
     "labels": labels,
     "seed_ranges": env_args.get("seed_ranges"),
     "args": {k: str(v) for k, v in asdict(args).items()},
@@ -351,6 +522,10 @@ def main(args: Args) -> int:
     "model": model.state_dict(),
     "env_args": json.dumps(env_args, sort_keys=True),
   }
+  if shapes:  # Image policies only: state checkpoints keep their keys.
+    checkpoint["image_keys"] = list(shapes)
+    checkpoint["image_shapes"] = shapes
+    checkpoint["image_size"] = list(args.image_size)
   # Written beside the output, then renamed: no half-written run folder.
   tmp = args.output.with_name(f".{args.output.name}.tmp{os.getpid()}")
   try:

@@ -152,7 +152,7 @@ BAD = {
     ["--shard", "1-2"],
     ["--max-steps", "0"],
     ["--seed", "-1"],
-    ["--cameras", "wrist,scene"],
+    ["--cameras", "wrist,top"],
     ["--objects", "4"],  # BinPick only
     ["--output", "{new}.txt"],
   ],
@@ -366,7 +366,7 @@ REAL_RUNS = {
   "plot_training.py": ["--run", "{dir}"],
   "export_lerobot.py": ["--fps", "0"],
   "check_lerobot_dataset.py": ["--items", "0"],
-  "collect_demos.py": ["--cameras", "wrist,scene"],
+  "collect_demos.py": ["--cameras", "wrist,top"],
   "collect_demos_ray.py": ["--shards", "1"],
   "merge_demos.py": ["--output", "{new}.txt"],
   "replay_demos.py": ["--engine", "bullet"],

@@ -315,16 +315,188 @@ class BcMlp(torch.nn.Module):
 
   @classmethod
   def from_checkpoint(cls, ckpt: dict) -> BcMlp:
-    model = cls(
+    if ckpt.get("image_keys"):
+      model = BcImageNet.from_config(ckpt)
+    else:
+      model = cls(
+        sum(ckpt["obs_sizes"]),
+        ckpt["action_dim"],
+        list(ckpt["hidden"]),
+        ckpt["chunk"],
+        ckpt.get("quarter_yaw_at"),
+        ckpt.get("yaw_reference_at"),
+      )
+    model.load_state_dict(ckpt["model"])
+    return model.eval()
+
+
+def image_camera(term: str) -> str:
+  """The camera an image term comes from: wrist_rgb, wrist_depth -> wrist."""
+  return term.split("_", 1)[0]
+
+
+def downsample(images: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+  """Images [B, H, W, C] (uint8 or float) to float [B, C, h, w] by area
+  averaging (an exact mean of whole pixels when h and w divide H and W)."""
+  x = images.permute(0, 3, 1, 2).float()
+  if tuple(x.shape[-2:]) == tuple(size):
+    return x
+  return torch.nn.functional.adaptive_avg_pool2d(x, size)
+
+
+class SpatialSoftmax(torch.nn.Module):
+  """Feature maps [B, C, h, w] to the expected image coordinates (x, y) in
+  [-1, 1] of each channel's softmax [B, 2C]: where things are, the cue a
+  manipulation policy needs (Levine et al. 2016; robomimic's encoder)."""
+
+  def __init__(self, height: int, width: int):
+    super().__init__()
+    ys, xs = torch.meshgrid(
+      torch.linspace(-1, 1, height), torch.linspace(-1, 1, width), indexing="ij"
+    )
+    self.register_buffer("grid", torch.stack([xs.flatten(), ys.flatten()], dim=-1))
+
+  def forward(self, x: torch.Tensor) -> torch.Tensor:
+    weights = torch.softmax(x.flatten(2), dim=-1)  # [B, C, h*w]
+    return (weights @ self.grid).flatten(1)  # [B, 2C]
+
+
+class ImageEncoder(torch.nn.Module):
+  """A small CNN: three strided convolutions, then a spatial softmax.
+
+  Args:
+    channels: Input channels (3 RGB, 1 depth).
+    size: Input (h, w) after downsampling.
+    scale: Divides the raw pixels first (255 for RGB).
+  """
+
+  WIDTHS = (16, 32, 32)
+
+  def __init__(self, channels: int, size: tuple[int, int], scale: float = 1.0):
+    super().__init__()
+    self.register_buffer("mean", torch.zeros(()))
+    self.register_buffer("std", torch.ones(()))
+    self.scale = scale
+    layers, width = [], channels
+    for out, kernel in zip(self.WIDTHS, (5, 3, 3), strict=True):
+      layers += [torch.nn.Conv2d(width, out, kernel, stride=2), torch.nn.ELU()]
+      width = out
+    self.conv = torch.nn.Sequential(*layers)
+    with torch.no_grad():
+      h, w = self.conv(torch.zeros(1, channels, *size)).shape[-2:]
+    self.pool = SpatialSoftmax(h, w)
+    self.out_dim = 2 * width
+
+  def forward(self, x: torch.Tensor) -> torch.Tensor:
+    """Features [B, out_dim] of downsampled images [B, C, h, w]."""
+    return self.pool(self.conv((x / self.scale - self.mean) / self.std))
+
+
+class BcImageNet(torch.nn.Module):
+  """Behaviour cloning on images and state: one ``ImageEncoder`` per image
+  term, their features and the normalized state terms (``BcMlp``'s
+  normalization and optional quarter yaw) into an MLP to a chunk of actions.
+
+  Args:
+    obs_dim: Size of the concatenated state terms (may be 0).
+    action_dim, hidden, chunk, quarter_yaw_at, yaw_reference_at: As
+      ``BcMlp``'s.
+    image_keys: The image terms, in the order they are encoded.
+    image_channels: Channels of each.
+    image_size: (h, w) every image is downsampled to.
+  """
+
+  def __init__(
+    self,
+    obs_dim: int,
+    action_dim: int,
+    hidden: list[int],
+    chunk: int,
+    image_keys: list[str],
+    image_channels: list[int],
+    image_size: tuple[int, int],
+    quarter_yaw_at: int | None = None,
+    yaw_reference_at: int | None = None,
+  ):
+    super().__init__()
+    self.action_dim, self.chunk = action_dim, chunk
+    self.quarter_yaw_at, self.yaw_reference_at = quarter_yaw_at, yaw_reference_at
+    self.image_keys, self.image_size = list(image_keys), tuple(image_size)
+    self.register_buffer("obs_mean", torch.zeros(obs_dim))
+    self.register_buffer("obs_std", torch.ones(obs_dim))
+    self.encoders = torch.nn.ModuleDict(
+      {
+        key: ImageEncoder(c, self.image_size, 255.0 if c == 3 else 1.0)
+        for key, c in zip(image_keys, image_channels, strict=True)
+      }
+    )
+    width = obs_dim + (0 if quarter_yaw_at is None else 2)
+    width += sum(e.out_dim for e in self.encoders.values())
+    layers = []
+    for size in hidden:
+      layers += [torch.nn.Linear(width, size), torch.nn.ELU()]
+      width = size
+    layers.append(torch.nn.Linear(width, action_dim * chunk))
+    self.net = torch.nn.Sequential(*layers)
+
+  @classmethod
+  def from_config(cls, ckpt: dict) -> BcImageNet:
+    shapes = ckpt["image_shapes"]
+    return cls(
       sum(ckpt["obs_sizes"]),
       ckpt["action_dim"],
       list(ckpt["hidden"]),
       ckpt["chunk"],
+      list(ckpt["image_keys"]),
+      [int(shapes[k][-1]) for k in ckpt["image_keys"]],
+      tuple(ckpt["image_size"]),
       ckpt.get("quarter_yaw_at"),
       ckpt.get("yaw_reference_at"),
     )
-    model.load_state_dict(ckpt["model"])
-    return model.eval()
+
+  def forward(self, obs: torch.Tensor, images: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Actions [B, chunk, action_dim] for raw state terms [B, obs_dim] and
+    images {term: [B, C, h, w]} already downsampled (``downsample``)."""
+    parts = [(obs - self.obs_mean) / self.obs_std]
+    if self.quarter_yaw_at is not None:
+      parts.append(quarter_yaw(obs, self.quarter_yaw_at, self.yaw_reference_at))
+    parts += [self.encoders[k](images[k]) for k in self.image_keys]
+    out = self.net(torch.cat(parts, dim=-1))
+    return out.view(-1, self.chunk, self.action_dim)
+
+
+def bc_cameras(path: Path) -> tuple[str, ...]:
+  """The cameras a behaviour-cloning checkpoint's image terms need (none for
+  a state policy or another kind of file): build the environment with them."""
+  ckpt = bc_checkpoint(Path(path)) if Path(path).suffix == ".pt" else None
+  if ckpt is None:
+    return ()
+  from mjlab_tasks.common.cameras import CAMERA_NAMES
+
+  needed = {image_camera(k) for k in ckpt.get("image_keys") or []}
+  return tuple(n for n in CAMERA_NAMES if n in needed)
+
+
+def _check_image_terms(env: ManagerBasedRlEnv, path: Path, ckpt: dict) -> None:
+  """ValueError unless the camera group has every image term in its trained
+  shape."""
+  keys = list(ckpt.get("image_keys") or [])
+  if not keys:
+    return
+  manager = env.observation_manager
+  have = {}
+  if "camera" in manager.active_terms:
+    dims = manager.group_obs_term_dim["camera"]
+    have = dict(zip(manager.active_terms["camera"], map(tuple, dims), strict=True))
+  for key in keys:
+    want = tuple(ckpt["image_shapes"][key])
+    if have.get(key) != want:
+      found = "none" if key not in have else "x".join(map(str, have[key]))
+      raise ValueError(
+        f"{path} was trained on camera image {key} "
+        f"({'x'.join(map(str, want))}); the environment's is {found} "
+        f"(camera terms: {sorted(have) or 'none'})"
+      )
 
 
 def bc_checkpoint(path: Path) -> dict | None:
@@ -362,6 +534,9 @@ class BcPolicy:
         f"{path} is a behaviour-cloning policy for {ckpt['task']}, not {task_id}"
       )
     manager = env.observation_manager
+    self._image_keys = list(ckpt.get("image_keys") or [])
+    self._image_size = tuple(ckpt.get("image_size") or ())
+    _check_image_terms(env, path, ckpt)
     terms = list(manager.active_terms["actor"])
     sizes = [int(np.prod(d)) for d in manager.group_obs_term_dim["actor"]]
     missing = [k for k in ckpt["obs_keys"] if k not in terms]
@@ -382,6 +557,7 @@ class BcPolicy:
     # the checkpoint's order (a subset: e.g. without the previous action).
     self._columns = torch.cat(
       [torch.arange(starts[k], starts[k] + size_of[k]) for k in ckpt["obs_keys"]]
+      or [torch.zeros(0, dtype=torch.long)]  # An image-only policy.
     ).to(device)
     act_dim = int(env.action_manager.total_action_dim)
     if act_dim != ckpt["action_dim"]:
@@ -413,10 +589,21 @@ class BcPolicy:
       buf = torch.cat([buf[t].flatten(1) for t in self._terms], dim=-1)
     return buf.float()[:, self._columns]
 
+  def _images(self) -> dict[str, torch.Tensor]:
+    """The trained image terms of the camera group, downsampled."""
+    group = self._env.obs_buf.get("camera")
+    if group is None:  # Before the first reset or step.
+      self._env.sim.sense()
+      group = self._env.observation_manager.compute_group("camera")
+    return {k: downsample(group[k], self._image_size) for k in self._image_keys}
+
   def act(self) -> torch.Tensor:
     """Actions [num_envs, action_dim] for the current observations."""
     with torch.inference_mode():
-      chunk = self._model(self._observations())
+      if self._image_keys:
+        chunk = self._model(self._observations(), self._images())
+      else:
+        chunk = self._model(self._observations())
     self._sum += self._weights[None, :, None] * chunk
     self._weight += self._weights[None, :]
     actions = self._sum[:, 0] / self._weight[:, :1]
