@@ -25,11 +25,19 @@ import os
 import platform
 import resource
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cli_args import check_at_least, check_new_file, parse
+from cli_args import (
+  check_at_least,
+  check_cameras,
+  check_device,
+  check_engine,
+  check_new_file,
+  parse,
+)
 
 
 @dataclass
@@ -116,14 +124,20 @@ def measure(engine: str, num_envs: int, cameras: tuple[str, ...], args: Args) ->
   }
 
 
-def main() -> None:
-  args = parse(Args)
-  check_at_least(1, repeats=args.repeats, steps=args.steps, num_envs=min(args.num_envs))
+def check_args(args: Args) -> tuple[str, ...]:
+  """Every flag checked before anything is built; the cameras."""
+  check_at_least(1, repeats=args.repeats, steps=args.steps)
+  check_at_least(1, num_envs=min(args.num_envs))
+  device = check_device(args.device)
+  for engine in args.engine:
+    check_engine(engine, device)
   if args.json is not None:
     check_new_file(args.json, "--json")
-  from mjlab_tasks.common.cameras import resolve_cameras
+  return check_cameras(args.cameras, "--cameras")
 
-  cameras = resolve_cameras(args.cameras)
+
+def main(args: Args) -> int:
+  cameras = check_args(args)
   rows = []
   for engine in args.engine:
     for n in args.num_envs:
@@ -150,7 +164,8 @@ def main() -> None:
     }
     args.json.write_text(json.dumps({"machine": machine, "rows": rows}, indent=1))
     print(f"wrote {args.json}")
+  return 0
 
 
 if __name__ == "__main__":
-  main()
+  sys.exit(main(parse(Args)))

@@ -11,10 +11,11 @@ side by side.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from cli_args import parse
+from cli_args import check_at_least, fail, parse
 
 
 @dataclass
@@ -46,8 +47,15 @@ def save(path: Path, image) -> None:
   print(f"wrote {path}")
 
 
-def main() -> None:
-  args = parse(Args)
+def check_args(args: Args) -> None:
+  """Every flag checked before anything is built."""
+  check_at_least(0, seed=args.seed)
+  if args.output.exists() and not args.output.is_dir():
+    fail(f"--output {args.output} exists and is not a folder.")
+
+
+def main(args: Args) -> int:
+  check_args(args)
   import numpy as np
   import torch
 
@@ -86,7 +94,8 @@ def main() -> None:
     save(args.output / "camera_cube_tray_randomized.png", grid.numpy())
   finally:
     env.close()
+  return 0
 
 
 if __name__ == "__main__":
-  main()
+  sys.exit(main(parse(Args)))

@@ -244,3 +244,23 @@ def create_folder(path: Path, flag: str = "--output") -> Path:
   except OSError as err:
     fail(f"{flag} {path}: cannot create it ({err.strerror or err}).")
   return path
+
+
+CAMERA_NAMES = ("wrist", "scene")
+"""mjlab_tasks.common.cameras.CAMERA_NAMES, in its order, here so that the
+flags are checked without importing mjlab (test_image_demos checks they
+agree)."""
+
+
+def check_cameras(text: str | None, flag: str) -> tuple[str, ...]:
+  """The camera names of a comma-separated flag, in canonical order."""
+  if text is None:
+    return ()
+  names = [n.strip() for n in text.split(",")]
+  unknown = [n for n in names if n not in CAMERA_NAMES]
+  if not all(names) or unknown:
+    fail(
+      f"{flag} takes camera names ({', '.join(CAMERA_NAMES)}), comma-separated; "
+      f"got {text!r}."
+    )
+  return tuple(n for n in CAMERA_NAMES if n in names)

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 from cli_args import (
   check_at_least,
+  check_cameras,
   check_device,
   check_engine,
   check_new_file,
@@ -46,10 +47,6 @@ ARM_DIMS = 6
 command follows and gets no noise: a noisy closing command drops objects."""
 NOISE_SALT = 0xDA27
 BIN_PICK_FLAGS = ("objects", "bin_width", "bin_height", "object_seed")
-CAMERA_NAMES = ("wrist", "scene")
-"""mjlab_tasks.common.cameras.CAMERA_NAMES, in its order, here so that the
-flags are checked without importing mjlab (test_image_demos checks they
-agree)."""
 
 
 @dataclass
@@ -163,20 +160,6 @@ def check_args(args: Args) -> Plan:
   device = check_device(args.device)
   engine = check_engine(args.engine, device)
   return Plan(device, engine, episodes, shard, seeds, cameras)
-
-
-def check_cameras(text: str | None, flag: str) -> tuple[str, ...]:
-  """The camera names of a comma-separated flag, in canonical order."""
-  if text is None:
-    return ()
-  names = [n.strip() for n in text.split(",")]
-  unknown = [n for n in names if n not in CAMERA_NAMES]
-  if not all(names) or unknown:
-    fail(
-      f"{flag} takes camera names ({', '.join(CAMERA_NAMES)}), comma-separated; "
-      f"got {text!r}."
-    )
-  return tuple(n for n in CAMERA_NAMES if n in names)
 
 
 def make_task(args: Args, cameras: tuple[str, ...] = ()):

@@ -248,7 +248,7 @@ def print_results(results: list[Result], engine: str) -> None:
 
 def render_plan(args: Args, env_args: dict) -> tuple[tuple[str, ...], dict]:
   """(cameras, the new file's env_args); refused if the file has them."""
-  from collect_demos import check_cameras
+  from cli_args import check_cameras
 
   cameras = check_cameras(args.render_cameras, "--render-cameras")
   kwargs = env_args["env_kwargs"]

@@ -51,6 +51,8 @@ BASE = {
   "merge_demos.py": ["{file}", "{poses}", "--output", "{new}.hdf5"],
   "replay_demos.py": ["{demos}"],
   "train_bc.py": ["{demos}", "--output", "{new}"],
+  "camera_benchmark.py": ["--json", "{new}.json"],
+  "camera_pictures.py": ["--output", "{new}"],
 }
 COMMON = [  # Every environment tool (num-envs, device, engine, output).
   ["--engine", "bullet"],
@@ -201,6 +203,19 @@ BAD = {
     ["--device", "cuda:7"],
     ["--no-such-flag", "1"],
   ],
+  "camera_benchmark.py": [
+    ["--engine", "bullet"],
+    ["--engine", "mujoco", "--device", "cuda:0"],
+    ["--device", "tpu"],
+    ["--num-envs", "4", "0"],
+    ["--repeats", "0"],
+    ["--steps", "0"],
+    ["--cameras", "wrist,top"],
+    ["--cameras", ""],
+    ["--json", "{dir}"],
+    ["--json", "{file}/bench.json"],
+  ],
+  "camera_pictures.py": [["--seed", "-1"], ["--output", "{file}"]],
   "measure_cube_tray_expert.py": COMMON
   + [["--mode", "policy"], ["--episodes", "0"], ["--seed", "1.5"]],
 }
@@ -372,6 +387,8 @@ REAL_RUNS = {
   "replay_demos.py": ["--engine", "bullet"],
   "train_bc.py": ["--epochs", "0"],
   "measure_cube_tray_expert.py": ["--mode", "policy"],
+  "camera_benchmark.py": ["--cameras", "top"],
+  "camera_pictures.py": ["--output", "{file}"],
 }
 
 

@@ -190,7 +190,7 @@ def test_image_behaviour_cloning_is_scored(files, tmp_path, capsys):
 
 
 def test_refusals(files, tmp_path, capsys):
-  assert collect_demos.CAMERA_NAMES == CAMERA_NAMES
+  assert cli_args.CAMERA_NAMES == CAMERA_NAMES
   for cameras in ("wrist,top", ","):
     capsys.readouterr()
     with pytest.raises(SystemExit):
