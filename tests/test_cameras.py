@@ -229,6 +229,48 @@ def test_wrist_rgb_of_a_cube_of_random_colour(c_env, rng):
   np.testing.assert_allclose(pixel.numpy(), expected, atol=LIGHT_HEADROOM + 2)
 
 
+def test_a_picture_does_not_depend_on_the_world_drawn_before(c_env, rng):
+  """Random, different states of the two environments (robot joints, cube
+  position): a random environment's pictures (both cameras, RGB and depth)
+  are bitwise the same drawn right after the other environment as drawn
+  alone. (MuJoCo's mjv_updateScene places the infinite floor by the camera
+  the scene holds, which was the previous picture's: RGB moved by up to 18
+  levels with the batch's composition.)"""
+  robot, cube = c_env.scene["robot"], c_env.scene["cube"]
+  q = robot.data.default_joint_pos.clone()
+  q[:, :6] += torch.as_tensor(rng.uniform(-0.3, 0.3, (2, 6)), dtype=torch.float32)
+  robot.write_joint_state_to_sim(q, torch.zeros_like(q))
+  pose = cube.data.root_link_pose_w.clone()
+  pose[:, :2] += torch.as_tensor(rng.uniform(-0.05, 0.05, (2, 2)), dtype=torch.float32)
+  cube.write_root_link_pose_to_sim(pose)
+  c_env.sim.forward()
+  sim, i = c_env.sim, int(rng.integers(2))
+  context, worlds = sim._sensor_context, sim._worlds
+
+  def draw(order):
+    """Env ``order[-1]``'s pictures, drawn after the others of ``order``."""
+    expanded = {k: v[order] for k, v in sim._model.expanded.items()}
+    context.render([worlds[k] for k in order], expanded)
+    pictures = {}
+    for s in context.camera_sensors:
+      for kind, images in (("rgb", context._rgb), ("depth", context._depth)):
+        if s.camera_idx in images:
+          pictures[f"{s.cfg.name}_{kind}"] = images[s.camera_idx][
+            len(order) - 1
+          ].clone()
+    return pictures
+
+  after_other = draw([1 - i, i])
+  alone = draw([i])
+  assert set(alone) == {
+    f"{WRIST_SENSOR}_rgb",
+    f"{WRIST_SENSOR}_depth",
+    f"{SCENE_SENSOR}_rgb",
+  }
+  for key, picture in alone.items():
+    assert torch.equal(after_other[key], picture), key
+
+
 @pytest.mark.parametrize("backend, library, package", GL_CASES)
 def test_missing_opengl_library_is_one_clear_error(
   monkeypatch, backend, library, package

@@ -216,6 +216,11 @@ class CSensorContext:
         rgb, depth = self._buffers[(w, h)]
         want_rgb, want_depth = s.camera_idx in self._rgb, s.camera_idx in self._depth
         camera.fixedcamid = s.camera_idx
+        # The scene's camera first: mjv_updateScene adds the geoms before it
+        # updates the camera, and places infinite planes (the floor) by the
+        # camera it holds, so they would be placed by the previous picture's
+        # camera (whole texture periods away: the same picture up to rounding).
+        mujoco.mjv_updateCamera(self._model, d, camera, self._scene)
         mujoco.mjv_updateScene(
           self._model,
           d,
