@@ -342,7 +342,10 @@ def test_no_camera_sensor_without_cameras(poured_envs):
   assert env.scene.sensor_context is None  # Nothing to render.
 
 
-@pytest.mark.parametrize("engine", ["warp", "mujoco"])
+# Warp's pictures against the C engine's are in the fast tier (test_cameras.py).
+@pytest.mark.parametrize(
+  "engine", [pytest.param("warp", marks=pytest.mark.slow), "mujoco"]
+)
 def test_camera_images_when_enabled(engine):
   env = _env(engine=engine, num_envs=1, objects=2, cameras=True)
   try:

@@ -31,7 +31,11 @@ def test_limit_joint_step_matches_reference(rng):
   np.testing.assert_allclose(out, ref, rtol=1e-12)
 
 
-@pytest.fixture(scope="module", params=["warp", "mujoco"])
+# MuJoCo Warp on the CPU costs about 40 s here; its stepping parity with the
+# C engine is in the fast tier (test_engines.py).
+@pytest.fixture(
+  scope="module", params=[pytest.param("warp", marks=pytest.mark.slow), "mujoco"]
+)
 def env(request):
   """Tool 20 mm above the table around a 40 mm cube, gripper open; each engine."""
   ik = ArmKinematics()
