@@ -13,6 +13,7 @@ import contextlib
 import io
 
 import numpy as np
+import pytest
 import torch
 from scipy.spatial.transform import Rotation
 
@@ -83,6 +84,7 @@ def _return_from(rewards: np.ndarray, start: int, gamma: float) -> float:
   return float(disc @ tail + gamma ** len(tail) * tail[-1] / (1 - gamma))
 
 
+@pytest.mark.slow  # about 100 s: three expert deliveries on the C engine
 def test_delivering_beats_holding_the_object_over_the_drop_point(rng_seed):
   gamma = ppo_runner_cfg("x").algorithm.gamma
   seed = int(rng_seed % 1000)
