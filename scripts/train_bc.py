@@ -295,6 +295,19 @@ def quarter_yaw_at(args: Args, terms: list[str], sizes: list[int]):
   return end_of(args.quarter_yaw), end_of(args.yaw_reference)
 
 
+def optimization(args: Args, model, samples: int):
+  """Adam with cosine decay over every step of the run, and the batch-order
+  generator (both trainers)."""
+  import torch
+
+  optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+  per_epoch = -(-samples // args.batch_size)
+  schedule = torch.optim.lr_scheduler.CosineAnnealingLR(
+    optimizer, T_max=args.epochs * per_epoch
+  )
+  return optimizer, schedule, torch.Generator(device="cpu").manual_seed(args.seed)
+
+
 def train(args: Args, train_set, valid_set, sizes, action_dim, yaw_at=(None, None)):
   """The fitted model and the per-epoch losses."""
   import torch
@@ -320,12 +333,7 @@ def train(args: Args, train_set, valid_set, sizes, action_dim, yaw_at=(None, Non
       torch.from_numpy(valid_set[0]).to(device),
       torch.from_numpy(valid_set[1]).to(device),
     )
-  optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
-  per_epoch = -(-len(obs) // args.batch_size)
-  schedule = torch.optim.lr_scheduler.CosineAnnealingLR(
-    optimizer, T_max=args.epochs * per_epoch
-  )
-  generator = torch.Generator(device="cpu").manual_seed(args.seed)
+  optimizer, schedule, generator = optimization(args, model, len(obs))
   history = {"train": [], "valid": []}
   bar = tqdm(range(args.epochs), desc="behaviour cloning", unit="epoch")
   for _ in bar:
@@ -412,12 +420,7 @@ def train_images(args: Args, train_set, valid_set, sizes, action_dim, yaw_at, sh
     )
     encoder.mean.fill_(float(sample.mean()))
     encoder.std.fill_(max(float(sample.std()), 1e-3))
-  optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
-  per_epoch = -(-len(obs) // args.batch_size)
-  schedule = torch.optim.lr_scheduler.CosineAnnealingLR(
-    optimizer, T_max=args.epochs * per_epoch
-  )
-  generator = torch.Generator(device="cpu").manual_seed(args.seed)
+  optimizer, schedule, generator = optimization(args, model, len(obs))
   history = {"train": [], "valid": []}
   target = torch.from_numpy(actions)
   state = torch.from_numpy(obs)
