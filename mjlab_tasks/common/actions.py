@@ -271,6 +271,9 @@ class GripperActionCfg(ActionTermCfg):
 
   tendon_name: str
 
+  held_at: float | None = None
+  """Hold the gripper at this opening and take no action (action_dim 0)."""
+
   def build(self, env: ManagerBasedRlEnv) -> GripperAction:
     return GripperAction(self, env)
 
@@ -285,16 +288,20 @@ class GripperAction(ActionTerm):
       raise ValueError(f"Tendon '{cfg.tendon_name}' must match exactly one tendon.")
     self._tendon_ids = torch.tensor(ids, device=self.device)
     self._raw_actions = torch.ones(self.num_envs, 1, device=self.device)
+    if cfg.held_at is not None:
+      self._raw_actions[:] = cfg.held_at
 
   @property
   def action_dim(self) -> int:
-    return 1
+    return 0 if self.cfg.held_at is not None else 1
 
   @property
   def raw_action(self) -> torch.Tensor:
     return self._raw_actions
 
   def process_actions(self, actions: torch.Tensor) -> None:
+    if self.cfg.held_at is not None:
+      return
     require_finite(actions, "gripper")
     self._raw_actions[:] = actions
 
@@ -306,4 +313,5 @@ class GripperAction(ActionTerm):
   def reset(self, env_ids: torch.Tensor | slice | None = None) -> None:
     if env_ids is None:
       env_ids = slice(None)
-    self._raw_actions[env_ids] = 1.0
+    held = self.cfg.held_at
+    self._raw_actions[env_ids] = 1.0 if held is None else held

@@ -158,6 +158,13 @@ class CModel:
   def __setattr__(self, name: str, value) -> None:
     raise AttributeError(f"Write model fields in place: model.{name}[...] = value.")
 
+  def set_per_world(self, name: str, values: np.ndarray) -> None:
+    """Per-world values [num_envs, *field shape], in the field's dtype."""
+    shape = np.shape(getattr(self._model, name))
+    values = np.asarray(values).reshape(self._num_envs, *shape)
+    tensor = torch.from_numpy(np.ascontiguousarray(values))
+    self.expanded[name] = tensor.float() if values.dtype.kind == "f" else tensor
+
   def expand(self, name: str) -> torch.Tensor:
     base = torch.from_numpy(np.array(getattr(self._model, name))).float()
     self.expanded[name] = base.unsqueeze(0).repeat(self._num_envs, *([1] * base.dim()))
@@ -183,11 +190,12 @@ class CMujocoSimulation:
 
     if device != "cpu":
       raise ValueError(f"The C MuJoCo engine runs on the CPU; got device '{device}'.")
-    if variant_info:
-      raise NotImplementedError(
-        "Per-world mesh variants need MuJoCo Warp (--engine warp)."
+    per_world, self._world_to_variant = {}, {}
+    if spec is not None and variant_info:
+      model, per_world, self._world_to_variant = _variant_model(
+        spec, num_envs, variant_info, cfg.mujoco.apply
       )
-    if spec is not None:
+    elif spec is not None:
       model = spec.compile()
     if model is None:
       raise ValueError("Either model or spec must be provided.")
@@ -228,6 +236,14 @@ class CMujocoSimulation:
     self._lazy_views: dict[str, list[np.ndarray]] = {}
     self._data._pull_field = self._pull_lazy_field
     self._init_state_buffers()
+    for name, values in per_world.items():
+      self._model.set_per_world(name, values)
+      if values.dtype.kind == "f":
+        self._default_model_fields[name] = self._model.expanded[name].clone()
+    if per_world:
+      self._thread_models = [copy_model(model) for _ in range(len(self._chunks))]
+      self._pulled_versions = self._state_versions()
+      self._run(mujoco.mj_forward)  # each world with its own meshes
     self._pull(range(num_envs))
     self._pulled_versions = self._state_versions()
 
@@ -305,11 +321,11 @@ class CMujocoSimulation:
 
   @property
   def per_world_default_fields(self) -> set[str]:
-    return set()
+    return set(self._default_model_fields) & set(self._model.expanded)
 
   @property
   def world_to_variant(self) -> dict[str, torch.Tensor]:
-    return {}
+    return self._world_to_variant
 
   def create_graph(self) -> None:
     """No CUDA graphs on the CPU."""
@@ -522,6 +538,30 @@ class CMujocoSimulation:
       self._np["ncon"][i] = d.ncon
     self._unpack_outputs()
     self._pushed_input_versions = ()
+
+
+def _variant_model(spec, num_envs: int, variant_info, configure):
+  """Per-world mesh variants (mjlab's ``VariantEntityCfg``) on the C engine.
+
+  mjlab's own builder computes which mesh every world's slot geoms use and
+  the fields that follow from the mesh (sizes, frames, masses, inertias);
+  its arrays are only created on Warp's CPU device here, never stepped. Each
+  world's values are written into its model before it steps, like domain
+  randomized fields. Returns (template model, {field: [num_envs, ...]},
+  {entity: world-to-variant [num_envs]}).
+  """
+  import warp as wp
+  from mjlab.entity.variants import VARIANT_DEPENDENT_FIELDS, build_variant_model
+
+  with wp.ScopedDevice("cpu"):
+    result = build_variant_model(spec, num_envs, variant_info, configure)
+  fields = ("geom_dataid", "geom_matid", *VARIANT_DEPENDENT_FIELDS)
+  per_world = {name: getattr(result.wp_model, name).numpy() for name in fields}
+  world_to_variant = {
+    prefix.rstrip("/"): torch.as_tensor(w2v, dtype=torch.long)
+    for prefix, w2v in result.world_to_variant.items()
+  }
+  return result.mj_model, per_world, world_to_variant
 
 
 def copy_model(model: mujoco.MjModel) -> mujoco.MjModel:

@@ -1,0 +1,166 @@
+"""Pushing glasses apart (seed 003) as an mjlab task: give every glass room.
+
+Task description:
+  A crowded table of 7 to 10 drinking glasses (the examiner's tables: shapes,
+  masses, packed places and hidden friction, docs/glass_push.md). The UR5 +
+  closed RG2 pushes them with its hand (Cartesian delta-pose actions; the
+  gripper is held closed) until every glass could be taken to the rack with
+  room for both fingers. Physics 2 ms (the examiner's), policy 20 Hz.
+
+Tables: environment ``i`` plays table ``tables[i % len(tables)]``; training
+uses training tables (default 0-63), play the first 50 evaluation tables
+(10000-10049). Each reset puts the table's glasses back on their drawn
+places and the hand above the zone.
+
+Observations: the actor reads what the examiner lets a solution read: the
+noisy readings of every glass slot (``Examiner.look()``'s noise model), the
+wrist force and the tool pose; never the friction or the true poses (the
+critic has both).
+
+Verdicts (``evaluators/glass_push/room.py``, batched): a glass is takeable
+when it and then the others could be taken one after another with room,
+without another push; toppled when tilted more than 30 degrees; knocked off
+when it left the table top. Success: every glass takeable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mjlab.envs import ManagerBasedRlEnvCfg
+from mjlab.envs.mdp import rewards as mjlab_rewards
+from mjlab.envs.mdp import terminations as mjlab_terms
+from mjlab.managers.event_manager import EventTermCfg
+from mjlab.managers.metrics_manager import MetricsTermCfg
+from mjlab.managers.observation_manager import ObservationGroupCfg, ObservationTermCfg
+from mjlab.managers.reward_manager import RewardTermCfg
+from mjlab.managers.scene_entity_config import SceneEntityCfg
+from mjlab.managers.termination_manager import TerminationTermCfg
+
+from assets.ur5_rg2 import GRIPPER_ACTUATOR_NAME, TCP_SITE_NAME
+from mjlab_tasks.common import mdp as common_mdp
+from mjlab_tasks.common.actions import GripperActionCfg
+from mjlab_tasks.common.scene import ROBOT, make_robot_env_cfg
+from mjlab_tasks.glass_push import mdp
+from mjlab_tasks.glass_push.events import place_glasses
+from mjlab_tasks.glass_push.scene import (
+  GLASS_ENTITY,
+  SLOTS,
+  TABLE_ENTITY,
+  TIMESTEP,
+  Friction,
+  glass_entity_cfg,
+  robot_entity_cfg,
+  table_spec,
+)
+
+TRAINING_POOL = tuple(range(0, 64))
+PLAY_POOL = tuple(range(10_000, 10_050))
+POLICY_DT = 0.05
+SUCCESS_TERM = "table_cleared"
+
+
+def glass_push_env_cfg(
+  play: bool = False,
+  tables: Sequence[int] | None = None,
+  num_envs: int = 1,
+  friction: Friction | None = None,
+  end_on_success: bool = True,
+) -> ManagerBasedRlEnvCfg:
+  """Glass-pushing environment.
+
+  Args:
+    play: Evaluation variant: evaluation tables, longer episodes.
+    tables: The table pool (default: training tables 0-63, or 10000-10049
+      with ``play``); environment ``i`` plays ``tables[i % len(tables)]``.
+      Each table is drawn once per process (about 0.15 s each).
+    num_envs: Number of parallel environments.
+    friction: The hidden coefficients (default: the examiner's).
+    end_on_success: Success ends the episode.
+  """
+  from mjlab.entity import EntityCfg
+
+  friction = friction or Friction()
+  if tables is None:
+    tables = PLAY_POOL if play else TRAINING_POOL
+  pool = tuple(int(t) for t in tables)
+  if not pool:
+    raise ValueError("the table pool is empty")
+  entities = {
+    TABLE_ENTITY: EntityCfg(spec_fn=lambda: table_spec(friction)),
+    **{
+      GLASS_ENTITY.format(slot=s): glass_entity_cfg(s, pool, friction)
+      for s in range(SLOTS)
+    },
+  }
+  cfg = make_robot_env_cfg(
+    entities=entities, num_envs=num_envs, episode_length_s=60.0 if play else 30.0
+  )
+  cfg.scene.entities[ROBOT] = robot_entity_cfg(friction)
+  cfg.scene.terrain = None  # the table entity is the ground (0.75 m above a floor)
+  # The examiner's physics: 2 ms steps, 30 solver iterations.
+  cfg.sim.mujoco.timestep = TIMESTEP
+  cfg.sim.mujoco.iterations = 30
+  cfg.decimation = round(POLICY_DT / TIMESTEP)
+  cfg.actions["gripper"] = GripperActionCfg(
+    entity_name=ROBOT, tendon_name=GRIPPER_ACTUATOR_NAME, held_at=-1.0
+  )
+  p = {"pool": pool}
+  tcp = {"asset_cfg": SceneEntityCfg(ROBOT, site_names=(TCP_SITE_NAME,))}
+  actor = {
+    "glasses": ObservationTermCfg(func=mdp.glass_readings, params=p),
+    "wrist_force": ObservationTermCfg(func=common_mdp.wrist_force),
+    "tcp_pose": ObservationTermCfg(func=common_mdp.site_pose_w, params=tcp),
+  }
+  critic = {
+    "glasses": ObservationTermCfg(func=mdp.glass_readings, params=p | {"noisy": False}),
+    "wrist_force": ObservationTermCfg(func=common_mdp.wrist_force),
+    "tcp_pose": ObservationTermCfg(func=common_mdp.site_pose_w, params=tcp),
+    "glass_poses": ObservationTermCfg(func=mdp.glass_truth),
+    "friction": ObservationTermCfg(
+      func=mdp.friction,
+      params={
+        "coefficients": (friction.glass_table, friction.glass_glass, friction.pad_glass)
+      },
+    ),
+  }
+  cfg.observations = {
+    "actor": ObservationGroupCfg(actor, enable_corruption=False),
+    "critic": ObservationGroupCfg(critic, enable_corruption=False),
+  }
+  cfg.events["place_glasses"] = EventTermCfg(func=place_glasses, mode="reset", params=p)
+  cfg.rewards = {
+    "room_gained": RewardTermCfg(func=mdp.room_gained, weight=1.0, params=p),
+    "glasses_lost": RewardTermCfg(func=mdp.glasses_lost, weight=-2.0, params=p),
+    "hand_to_group": RewardTermCfg(
+      func=mdp.hand_to_group,
+      weight=0.1,
+      params=p | {"tcp_site": TCP_SITE_NAME, "robot": ROBOT},
+    ),
+    "jam_force": RewardTermCfg(func=mdp.jam_force, weight=-0.5),
+    "action_rate": RewardTermCfg(func=mjlab_rewards.action_rate_l2, weight=-0.01),
+  }
+  cfg.terminations = {
+    "time_out": TerminationTermCfg(func=mjlab_terms.time_out, time_out=True),
+    "nan": TerminationTermCfg(func=mjlab_terms.nan_detection),
+    "glass_toppled": TerminationTermCfg(func=mdp.glass_toppled, params=p),
+    "glass_knocked_off": TerminationTermCfg(func=mdp.glass_knocked_off, params=p),
+  }
+  if end_on_success:
+    cfg.terminations[SUCCESS_TERM] = TerminationTermCfg(
+      func=mdp.table_cleared, params=p
+    )
+  cfg.metrics = {
+    "takeable_rate": MetricsTermCfg(func=mdp.takeable_rate, params=p, reduce="last"),
+    "takeable_rate_at_start": MetricsTermCfg(
+      func=mdp.takeable_rate_at_start, params=p, reduce="last"
+    ),
+    "success": MetricsTermCfg(func=mdp.cleared, params=p, reduce="max"),
+    "toppled": MetricsTermCfg(
+      func=mdp.verdict_any, params=p | {"key": "toppled"}, reduce="max"
+    ),
+    "knocked_off": MetricsTermCfg(
+      func=mdp.verdict_any, params=p | {"key": "off"}, reduce="max"
+    ),
+  }
+  return cfg

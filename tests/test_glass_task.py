@@ -1,0 +1,182 @@
+"""GlassPush-UR5-RG2: the mjlab task on the examiner's tables.
+
+References: the per-glass room rule (``room.has_room``) and the examiner's
+table drawing (``tables._draw_table``, ``takeable_without_pushing``), each
+table's glass compiled on its own, the robot's kinematics (C MuJoCo).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from evaluators.glass_push import room
+from evaluators.glass_push.tables import _draw_table, takeable_without_pushing
+from mjlab_tasks.common.c_engine import make_env
+from mjlab_tasks.common.kinematics import ArmKinematics
+from mjlab_tasks.glass_push import mdp
+from mjlab_tasks.glass_push.env_cfg import glass_push_env_cfg
+from mjlab_tasks.glass_push.scene import (
+  GLASS_ENTITY,
+  SLOTS,
+  START_JOINT_POS,
+  START_TOOL_POS,
+  Friction,
+  glass_spec,
+  hand_rotation,
+)
+
+# Table 2 can be cleared without a push; tables 0 and 1 cannot.
+POOL = (0, 1, 2)
+
+
+def _random_groups(rng, n, g):
+  centers = rng.uniform(-0.09, 0.09, (n, g, 2))
+  widest = rng.uniform(0.055, 0.105, (n, g))
+  return centers, widest
+
+
+def test_batched_room_matches_the_per_glass_rule(rng):
+  centers, widest = _random_groups(rng, 40, 7)
+  # Some glasses are off the table: they are no obstacle.
+  on_table = rng.random((40, 7)) > 0.15
+  blocked = room.finger_blocked(
+    torch.tensor(centers), torch.tensor(widest), torch.tensor(on_table)
+  )
+  got = room.room_among(blocked, torch.tensor(widest), torch.tensor(on_table)).numpy()
+  for i in range(40):
+    for k in range(7):
+      others = [j for j in range(7) if j != k and on_table[i, j]]
+      want = room.has_room(
+        centers[i, k], widest[i, k], centers[i, others], widest[i, others]
+      )
+      assert got[i, k] == want, (i, k)
+
+
+def test_batched_takeable_matches_taking_one_at_a_time(rng):
+  centers, widest = _random_groups(rng, 40, 8)
+  blocked = room.finger_blocked(torch.tensor(centers), torch.tensor(widest))
+  everyone = torch.ones(40, 8, dtype=torch.bool)
+  got = room.takeable(blocked, torch.tensor(widest), everyone, everyone).numpy()
+  for i in range(40):
+    want = np.zeros(8, bool)
+    want[takeable_without_pushing(centers[i], widest[i])] = True
+    np.testing.assert_array_equal(got[i], want)
+  assert 0 < got.mean() < 1  # both kinds of glass were drawn
+
+
+def test_start_pose_is_the_level_hand_above_the_zone():
+  kin = ArmKinematics()
+  q = np.array([START_JOINT_POS[n] for n in list(START_JOINT_POS)[:6]])
+  pos, rot = kin.tool_pose(q)
+  np.testing.assert_allclose(pos, START_TOOL_POS, atol=1e-4)
+  np.testing.assert_allclose(rot, hand_rotation(0.0), atol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def env():
+  env = make_env(glass_push_env_cfg(tables=POOL, num_envs=4), engine="mujoco")
+  env.reset()
+  yield env
+  env.close()
+
+
+def _true_glasses(env_index):
+  return _draw_table(POOL[env_index % len(POOL)])
+
+
+def test_each_environment_plays_its_table(env):
+  env.reset()
+  pos, quat = mdp.glass_poses(env)
+  body_mass = env.sim.model.body_mass
+  for i in range(env.num_envs):
+    glasses = _true_glasses(i)
+    for s, g in enumerate(glasses):
+      np.testing.assert_allclose(pos[i, s, :2].numpy(), (g.x, g.y), atol=1e-5)
+      assert abs(float(pos[i, s, 2])) < 1e-5
+      body = env.scene[GLASS_ENTITY.format(slot=s)].indexing.body_ids[0]
+      # Per-world meshes: this world's glass weighs what its table says.
+      np.testing.assert_allclose(float(body_mass[i, body]), g.mass, rtol=1e-5)
+    assert mdp.table(env, POOL).present[i].sum() == len(glasses)
+  np.testing.assert_allclose(quat[..., 0].numpy(), 1.0)
+
+
+def test_per_world_glass_inertia_is_the_glass_compiled_alone(env):
+  inertia = env.sim.model.body_inertia
+  for i in (0, 1):
+    g = _true_glasses(i)[0]
+    alone = glass_spec(g, Friction()).compile()
+    body = env.scene[GLASS_ENTITY.format(slot=0)].indexing.body_ids[0]
+    np.testing.assert_allclose(
+      inertia[i, body].numpy(), alone.body_inertia[1], rtol=1e-4
+    )
+
+
+def test_the_actor_reads_noisy_glasses_force_and_tool_pose_only(env):
+  env.reset()
+  names = env.observation_manager.active_terms["actor"]
+  assert names == ["glasses", "wrist_force", "tcp_pose"]
+  assert env.action_manager.total_action_dim == 6  # the gripper is held closed
+  truth = mdp.glass_readings(env, POOL, noisy=False).reshape(4, SLOTS, 7)
+  looks = torch.stack(
+    [mdp.glass_readings(env, POOL).reshape(4, SLOTS, 7) for _ in range(50)]
+  )
+  present = truth[..., 6] > 0
+  err = (looks - truth)[:, present]  # [50, glasses, 7]
+  sigma = err.std(dim=(0, 1))
+  np.testing.assert_allclose(
+    sigma[:5].numpy(), [1e-3, 1e-3, 2e-3, 3e-3, 3e-3], rtol=0.1
+  )
+  assert (err[..., 5:] == 0).all()
+  # Truth the actor never gets: widths exact to below the noise, and no
+  # friction in any actor term.
+  assert env.observation_manager.group_obs_dim["actor"][0] == SLOTS * 7 + 3 + 7
+
+
+def _set_glass(env, i, slot, pos, quat=(1.0, 0.0, 0.0, 0.0)):
+  entity = env.scene[GLASS_ENTITY.format(slot=slot)]
+  state = torch.zeros(1, 13)
+  state[0, :3] = torch.tensor(pos) + env.scene.env_origins[i]
+  state[0, 3:7] = torch.tensor(quat)
+  entity.write_root_state_to_sim(state, torch.tensor([i]))
+
+
+def test_topple_and_knock_off_end_the_episode_with_a_penalty(env):
+  env.reset()
+  g = _true_glasses(0)[0]
+  # Lying on its side at its place, and a glass of env 1 under the table.
+  _set_glass(env, 0, 0, (g.x, g.y, 0.04), (0.7071, 0.7071, 0.0, 0.0))
+  _set_glass(env, 1, 0, (0.3, -0.8, -0.7))
+  _, reward, terminated, _, extras = env.step(torch.zeros(4, 6))
+  assert terminated[0] and terminated[1]
+  assert not terminated[3]  # the same table as env 0, untouched
+  v = mdp.glass_verdict(env, POOL)
+  assert v["toppled"][0, 0] and v["off"][1, 0]
+  # The step's penalty term, on the same (pre-reset) state: lost glasses
+  # over the table's glasses.
+  lost = mdp.glasses_lost(env, POOL)
+  np.testing.assert_allclose(lost[:2].numpy(), [1 / 10, 1 / 9], rtol=1e-6)
+  assert lost[3] == 0 and reward[3] > reward[0]
+
+
+def test_a_table_cleared_without_pushing_is_a_success_at_once(env):
+  env.reset()
+  _, _, terminated, _, _ = env.step(torch.zeros(4, 6))
+  t = mdp.table(env, POOL)
+  for i in range(4):
+    table = POOL[i % len(POOL)]
+    glasses = _draw_table(table)
+    start = len(
+      takeable_without_pushing(
+        [(g.x, g.y) for g in glasses], [g.widest for g in glasses]
+      )
+    )
+    assert int(t.takeable_at_start[i]) == start
+    assert bool(terminated[i]) == (start == len(glasses))
+  assert terminated[2] and not terminated[0]
+
+
+def test_an_empty_table_pool_is_refused():
+  with pytest.raises(ValueError, match="pool is empty"):
+    glass_push_env_cfg(tables=())
