@@ -113,6 +113,23 @@ def test_per_world_glass_inertia_is_the_glass_compiled_alone(env):
     )
 
 
+def test_a_world_steps_like_its_table_compiled_alone(env):
+  alone = make_env(glass_push_env_cfg(tables=(POOL[1],), num_envs=1), engine="mujoco")
+  try:
+    env.reset()
+    alone.reset()
+    action = torch.zeros(4, 6)
+    action[:, 2] = -1.0  # the hand goes down towards the glasses
+    for _ in range(8):
+      env.step(action)
+      alone.step(action[:1])
+    pos, _ = mdp.glass_poses(env)
+    ref, _ = mdp.glass_poses(alone)
+    np.testing.assert_allclose(pos[1].numpy(), ref[0].numpy(), atol=1e-5)
+  finally:
+    alone.close()
+
+
 def test_the_actor_reads_noisy_glasses_force_and_tool_pose_only(env):
   env.reset()
   names = env.observation_manager.active_terms["actor"]
@@ -180,3 +197,23 @@ def test_a_table_cleared_without_pushing_is_a_success_at_once(env):
 def test_an_empty_table_pool_is_refused():
   with pytest.raises(ValueError, match="pool is empty"):
     glass_push_env_cfg(tables=())
+
+
+@pytest.mark.slow
+def test_mujoco_warp_steps_the_task_like_the_c_engine():
+  """Both engines, the same tables and actions: glasses and hand agree
+  (MuJoCo Warp compiles its kernels for minutes on a CPU: slow tier)."""
+  poses = {}
+  for engine in ("mujoco", "warp"):
+    env = make_env(glass_push_env_cfg(tables=POOL, num_envs=3), engine=engine)
+    try:
+      env.reset()
+      action = torch.zeros(3, 6)
+      action[:, 2] = -1.0
+      for _ in range(10):
+        obs, *_ = env.step(action)
+      poses[engine] = (mdp.glass_poses(env)[0], obs["critic"][:, 73:80])
+    finally:
+      env.close()
+  np.testing.assert_allclose(poses["warp"][0], poses["mujoco"][0], atol=2e-4)
+  np.testing.assert_allclose(poses["warp"][1], poses["mujoco"][1], atol=1e-3)

@@ -12,7 +12,7 @@ from mjlab.tasks.registry import list_tasks, load_env_cfg
 import mjlab_tasks  # noqa: F401
 from mjlab_tasks.common.c_engine import make_env
 
-SUITE_TASKS = ("CubeTray-UR5-RG2", "BinPick-UR5-RG2")
+SUITE_TASKS = ("CubeTray-UR5-RG2", "BinPick-UR5-RG2", "GlassPush-UR5-RG2")
 
 
 def test_suite_tasks_registered_through_entry_point():

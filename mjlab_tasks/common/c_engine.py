@@ -200,6 +200,12 @@ class CMujocoSimulation:
     if model is None:
       raise ValueError("Either model or spec must be provided.")
     cfg.mujoco.apply(model)
+    if per_world:
+      # The compiled bounding-volume trees of the bodies are the template's
+      # meshes; without the midphase, every geom pair of two bodies is
+      # culled by its own (per-world) bounds instead (a world then steps
+      # like its table compiled alone: tests/test_glass_task.py).
+      model.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_MIDPHASE)
     # C MuJoCo would silently reset a world whose acceleration diverges; keep
     # the bad state instead, as MuJoCo Warp does, so it is detected and reported.
     model.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_AUTORESET)
