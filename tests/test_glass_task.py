@@ -217,3 +217,14 @@ def test_mujoco_warp_steps_the_task_like_the_c_engine():
       env.close()
   np.testing.assert_allclose(poses["warp"][0], poses["mujoco"][0], atol=2e-4)
   np.testing.assert_allclose(poses["warp"][1], poses["mujoco"][1], atol=1e-3)
+
+
+@pytest.mark.slow
+def test_mjlab_train_runs_the_task(tmp_path):
+  """Two PPO iterations through scripts/train.py (mjlab's train) on the C
+  engine write a checkpoint (about a minute: slow tier)."""
+  from script_runner import train_two_iterations
+
+  result = train_two_iterations("GlassPush-UR5-RG2", tmp_path)
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert list(tmp_path.rglob("model_1.pt"))
