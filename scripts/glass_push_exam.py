@@ -15,6 +15,10 @@ folder:
   z, heading, force), so pushes become demonstrations for ``follow()``;
 - ``films/<table>.mp4`` with ``--film`` (drawn from a world never simulated).
 
+``--solution oracle`` is NOT a valid solution: the runner tells it the true
+poses and friction (``Exam(..., oracle=True)``) to measure the geometric
+planner's limit; its scores are labelled so.
+
   python scripts/glass_push_exam.py --solution geometric --tables 10000-10009 \\
     --output reports/glass_geometric
 """
@@ -36,9 +40,10 @@ from cli_args import check_at_least, check_new_folder, create_folder, fail, pars
 
 @dataclass
 class Args:
-  solution: Literal["nudge", "geometric"]
-  """Solution to examine: nudge (blind baseline) or geometric (friction from
-  forces, tipping limit)."""
+  solution: Literal["nudge", "geometric", "oracle"]
+  """Solution to examine: nudge (blind baseline), geometric (friction from
+  forces, tipping limit) or oracle (NOT a valid solution: geometric's planner
+  told the true poses and friction by the runner, to measure its limit)."""
   tables: str
   """Table numbers, A-B inclusive (or one number). Evaluation tables are
   10000-19999, training tables 0-9999."""
@@ -90,16 +95,37 @@ def _jsonable(value):
   return value
 
 
+def is_oracle(args: Args) -> bool:
+  return args.solution == "oracle"
+
+
+def label(args: Args) -> str:
+  """The solution's name in the scores; the oracle's says it is not valid."""
+  from experts.glass_push import oracle
+
+  return oracle.LABEL if is_oracle(args) else args.solution
+
+
+def solution_for(exam, args: Args):
+  """``solve(examiner)``; the oracle's is told the truth by this ``exam``."""
+  from experts.glass_push import SOLUTIONS, oracle
+
+  if is_oracle(args):
+    return oracle.solver(exam.oracle_truth)
+  return SOLUTIONS[args.solution]
+
+
 def run_table(table: int, args: Args, out: Path) -> dict:
   """Examine one table on the C engine; write its outputs."""
   from evaluators.glass_push import Exam
-  from experts.glass_push import SOLUTIONS
 
   start = time.perf_counter()
-  with Exam([table], pushes=args.pushes, film=args.film) as exam:
+  with Exam(
+    [table], pushes=args.pushes, film=args.film, oracle=is_oracle(args)
+  ) as exam:
     error = None
     try:
-      SOLUTIONS[args.solution](exam.examiners[0])
+      solution_for(exam, args)(exam.examiners[0])
     except Exception as err:  # noqa: BLE001 - a crashing solution is a result
       error = f"{type(err).__name__}: {err}"
     (record,) = exam.records()
@@ -113,14 +139,15 @@ def run_batch(tables: list[int], args: Args, out: Path) -> list[dict]:
   from tqdm import tqdm
 
   from evaluators.glass_push import Exam
-  from experts.glass_push import SOLUTIONS
 
   start = time.perf_counter()
-  with Exam(tables, pushes=args.pushes, film=args.film, engine="warp") as exam:
+  with Exam(
+    tables, pushes=args.pushes, film=args.film, engine="warp", oracle=is_oracle(args)
+  ) as exam:
     # A round: every running table's next push, follow or take, stepped as one.
     with tqdm(desc=f"{args.solution} rounds", unit="round") as bar:
       errors = exam.run_together(
-        SOLUTIONS[args.solution],
+        solution_for(exam, args),
         on_round=lambda n: bar.set_postfix(tables=n, refresh=False) or bar.update(1),
       )
     records = exam.records()
@@ -169,6 +196,8 @@ def main(args: Args) -> int:
 
   for sub in ("tables", "demos") + (("films",) if args.film else ()):
     (out / sub).mkdir()
+  if is_oracle(args):
+    print(f"{label(args)}: the runner hands it the true poses and friction.")
   rows = []
   if args.engine == "warp":
     rows = run_batch(tables, args, out)
@@ -180,9 +209,13 @@ def main(args: Args) -> int:
           rows.append(future.result())
           bar.update(1)
   rows.sort(key=lambda r: r["table"])
+  for r in rows:
+    r["solution"] = label(args)
   total = summarize(rows)
   report = {
     "solution": args.solution,
+    "label": label(args),
+    "valid_solution": not is_oracle(args),
     "tables": args.tables,
     "pushes": args.pushes,
     "film": args.film,
@@ -192,14 +225,14 @@ def main(args: Args) -> int:
     "source": source_snapshot(),
   }
   (out / "scores.json").write_text(json.dumps(_jsonable(report), indent=1))
-  md = markdown(args.solution, rows, total)
+  md = markdown(label(args), rows, total)
   (out / "scores.md").write_text(md)
   print(md)
   errors = [r for r in rows if r["solution_error"]]
   for r in errors:
     print(f"table {r['table']}: the solution raised {r['solution_error']}")
   print(
-    f"{args.solution}: {total['room_at_start']}/{total['glasses']} glasses had room "
+    f"{label(args)}: {total['room_at_start']}/{total['glasses']} glasses had room "
     f"at the start; {total['taken_with_room']}/{total['glasses']} taken "
     f"with room, {total['toppled']} toppled, {total['knocked_off']} knocked off, "
     f"{total['pushes_used']} pushes; report in {out}"

@@ -423,35 +423,6 @@ def test_top_view_and_film_leave_the_scored_world_unchanged(tmp_path):
     pytest.skip(f"final positions equal; pictures unchecked: {no_gl}")
 
 
-def test_only_a_missing_gl_context_is_no_offscreen_gl(monkeypatch):
-  """The skip above is narrow: NoOffscreenGL comes only from failing to make
-  a GL context; any later rendering failure stays an ordinary error."""
-  from evaluators.glass_push import world as cw
-
-  def no_context(*args):
-    raise ImportError("libOSMesa.so: cannot open shared object file")
-
-  class Context:
-    def __init__(self, *args):
-      pass
-
-    def free(self):
-      pass
-
-  def broken_renderer(*args, **kwargs):
-    raise RuntimeError("a bug after the context")
-
-  model = mujoco.MjModel.from_xml_string("<mujoco><worldbody/></mujoco>")
-  monkeypatch.setattr(cw.mujoco, "GLContext", no_context)
-  with pytest.raises(NoOffscreenGL, match="libOSMesa"):
-    cw.PoseRenderer(model).render(model.qpos0, "top_view", (8, 8), True)
-  monkeypatch.setattr(cw.mujoco, "GLContext", Context)
-  monkeypatch.setattr(cw.mujoco, "Renderer", broken_renderer)
-  with pytest.raises(RuntimeError, match="a bug") as err:
-    cw.PoseRenderer(model).render(model.qpos0, "top_view", (8, 8), True)
-  assert not isinstance(err.value, NoOffscreenGL)
-
-
 # -- hiding --------------------------------------------------------------------
 
 

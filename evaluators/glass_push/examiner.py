@@ -9,7 +9,14 @@ also has an admin pipe, told at its start which private requests it serves:
 for an ``Exam`` (the runner, who scores) the record and the films; for a
 directly built ``Examiner`` or ``ExaminerBatch`` none (only closing); for a
 ``TrainingExaminer`` the truth, which the worker itself refuses for
-evaluation tables. See docs/glass_push.md.
+evaluation tables; for an ``Exam`` built with ``oracle=True`` also the truth
+with the friction, for the oracle (not a valid solution). See
+docs/glass_push.md.
+
+Workers start with ``MUJOCO_GL=disable``: importing mujoco then loads no
+OpenGL, so every call but the pictures works on a machine without any GL
+library; the pictures' backend is handed over and loaded at the first
+picture.
 """
 
 from __future__ import annotations
@@ -36,7 +43,16 @@ _ERRORS = {
 # Requests the solution's pipe serves; the admin pipe serves only the private
 # ones its worker was started with (a subset of PRIVATE) and "close".
 PUBLIC = frozenset({"look", "top_view", "push", "follow", "take", "refuse"})
-PRIVATE = frozenset({"record", "write_film", "truth"})
+PRIVATE = frozenset({"record", "write_film", "truth", "oracle_truth"})
+# A worker starts with MUJOCO_GL=disable set in this process's environment for
+# the moment of its start: one start at a time, so that two threads starting
+# workers cannot leave it set.
+_START_LOCK = threading.Lock()
+
+
+def _with_friction(truth: dict, physics) -> dict:
+  """The oracle's truth: the true glasses and poses and the friction."""
+  return truth | {"friction": vars(physics.friction) | {}}
 
 
 def _reply(fn, *args) -> tuple:
@@ -56,10 +72,11 @@ class _OneByOne:
 
   def _do(self, slot: int, op: str, args):
     world = self.worlds[slot]
-    if op == "truth":
-      return dict(
+    if op in ("truth", "oracle_truth"):
+      truth = dict(
         glasses=[g.as_dict() for g in world.glasses], states=world.glass_states()
       )
+      return _with_friction(truth, world.physics) if op == "oracle_truth" else truth
     return getattr(world, op)(*args)
 
   def answer(self, batch: list[tuple]) -> list[tuple]:
@@ -99,9 +116,14 @@ class _Together:
         replies.append(done[("act", slot)])
       elif op == "take":
         replies.append(done[("take", slot)])
+      elif op == "oracle_truth":
+        replies.append(_reply(self._oracle_truth, slot))
       else:
         replies.append(_reply(getattr(self.batch, op), slot, *args))
     return replies
+
+  def _oracle_truth(self, slot: int) -> dict:
+    return _with_friction(self.batch.truth(slot), self.batch.physics)
 
   def close(self) -> None:
     self.batch.close()
@@ -113,13 +135,18 @@ def _serve(
   jobs: list[tuple],
   engine: str,
   admin_ops: frozenset,
+  picture_gl: str,
 ) -> None:
   """Worker process: owns the worlds, answers requests until closed.
 
   ``conn`` (the solution's) serves ``PUBLIC``; ``admin`` serves ``admin_ops``
-  and "close". "truth" is refused for every evaluation table.
+  and "close". "truth" is refused for every evaluation table. Pictures use
+  the OpenGL backend ``picture_gl``, loaded at the first one.
   """
   try:
+    from evaluators.glass_push.world import use_picture_gl
+
+    use_picture_gl(picture_gl)
     worlds = (_Together if engine == "warp" else _OneByOne)(jobs)
   except Exception as err:  # noqa: BLE001 - reported to the client
     conn.send([("error", type(err).__name__, str(err))])
@@ -172,6 +199,34 @@ def _raise(reply, table: int):
   raise _ERRORS.get(name, RuntimeError)(f"table {table}: {message}")
 
 
+def _picture_gl(engine: str) -> str:
+  """The OpenGL backend for a worker's pictures: the user's ``MUJOCO_GL``,
+  else GLFW with a display, else headless: EGL for the Warp worker (it
+  imports torch; OSMesa with torch can crash), OSMesa for the C one."""
+  chosen = os.environ.get("MUJOCO_GL", "").strip().lower()
+  if chosen:
+    return chosen
+  if os.environ.get("DISPLAY"):
+    return "glfw"
+  return "egl" if engine == "warp" else "osmesa"
+
+
+def _start_without_gl(proc) -> None:
+  """Start a worker with ``MUJOCO_GL=disable`` (mujoco, and mjlab, which
+  sets MUJOCO_GL=egl unless it is set, then load no OpenGL when imported);
+  this process keeps its own setting."""
+  with _START_LOCK:
+    mine = os.environ.get("MUJOCO_GL")
+    os.environ["MUJOCO_GL"] = "disable"
+    try:
+      proc.start()
+    finally:
+      if mine is None:
+        del os.environ["MUJOCO_GL"]
+      else:
+        os.environ["MUJOCO_GL"] = mine
+
+
 class _Workers:
   """Worker processes holding a list of tables (examiner side)."""
 
@@ -193,22 +248,18 @@ class _Workers:
       jobs = [(tables[i], pushes, physics, film) for i in group]
       proc = ctx.Process(
         target=_serve,
-        args=(child, child_admin, jobs, engine, frozenset(admin_ops)),
+        args=(
+          child,
+          child_admin,
+          jobs,
+          engine,
+          frozenset(admin_ops),
+          _picture_gl(engine),
+        ),
         daemon=True,
         name=f"glass-examiner-{w}",
       )
-      # Offscreen pictures without a display, unless the user chose: OSMesa
-      # for the C engine's child (it imports neither torch nor mjlab), EGL
-      # for the Warp child (it imports torch; OSMesa with torch can crash).
-      # Set only for the child's start; this process keeps its own setting.
-      chose = "MUJOCO_GL" in os.environ or bool(os.environ.get("DISPLAY"))
-      if not chose:
-        os.environ["MUJOCO_GL"] = "egl" if engine == "warp" else "osmesa"
-      try:
-        proc.start()
-      finally:
-        if not chose:
-          del os.environ["MUJOCO_GL"]
+      _start_without_gl(proc)
       child.close()
       child_admin.close()
       self.conns.append(conn)
@@ -493,7 +544,10 @@ class Exam:
   the runner keeps the ``Exam`` and reads ``records()`` (truth included) for
   scoring after the solution is done. ``physics`` is the private test and
   training fixture (``world.PhysicsConfig``); ``film`` records film poses;
-  ``engine`` is "mujoco" or "warp" (as for ``ExaminerBatch``).
+  ``engine`` is "mujoco" or "warp" (as for ``ExaminerBatch``). ``oracle``
+  makes the admin pipe also serve ``oracle_truth``: the true glasses, poses
+  and friction, for the oracle, which is not a valid solution (it measures
+  the limit). The examiners handed to a solution never serve it.
   """
 
   def __init__(
@@ -504,9 +558,11 @@ class Exam:
     physics=None,
     workers: int = 1,
     engine: str = "mujoco",
+    oracle: bool = False,
   ):
     self.tables = [int(t) for t in tables]
     self.pushes = int(pushes)
+    self.oracle = oracle is True  # only an explicit True serves the truth
     self._workers = _Workers(
       self.tables,
       pushes,
@@ -514,8 +570,10 @@ class Exam:
       physics,
       workers,
       engine,
-      admin_ops=("record", "write_film"),
+      admin_ops=("record", "write_film") + (("oracle_truth",) if self.oracle else ()),
     )
+    # The oracle's truth is asked from solution threads (run_together).
+    self._admin_lock = threading.Lock()
     w = self._workers
     self.examiners = [
       Examiner._attach(w.conns[wi], slot, t, self.pushes)
@@ -556,7 +614,19 @@ class Exam:
     return errors
 
   def _admin(self, op: str, per_table) -> list:
-    return _call(self._workers.admins, self._workers.route, self.tables, op, per_table)
+    with self._admin_lock:
+      return _call(
+        self._workers.admins, self._workers.route, self.tables, op, per_table
+      )
+
+  def oracle_truth(self, table: int) -> dict:
+    """The oracle's view of one table now: {"glasses": true shapes and
+    masses, "states": true poses, "friction": the three coefficients}. Only
+    for an ``Exam(..., oracle=True)``; otherwise the worker refuses it."""
+    k = self.tables.index(int(table))
+    asked = [None] * len(self.tables)
+    asked[k] = ()
+    return self._admin("oracle_truth", asked)[k]
 
   def records(self) -> list[dict]:
     """Every table's record: truth, actions (with hand paths), final states."""

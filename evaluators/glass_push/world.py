@@ -7,6 +7,7 @@ only through the client's requests. See docs/glass_push.md for the contract.
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 from dataclasses import dataclass
@@ -553,39 +554,121 @@ def write_video(path: str, frames: list[np.ndarray]) -> None:
   mediapy.write_video(path, frames, fps=FILM_FPS)
 
 
-def _probe_gl() -> None:
-  """Raise ``NoOffscreenGL`` if no offscreen OpenGL context can be made.
+# Debian packages of the headless OpenGL libraries behind MuJoCo's backends.
+GL_PACKAGES = {"osmesa": "libosmesa6", "egl": "libegl1"}
+_GL_LIBRARIES = {"osmesa": "OSMesa", "egl": "EGL"}
+_GL_MODULES = {"osmesa": "mujoco.osmesa", "egl": "mujoco.egl"}
+GL_OFF = ("disable", "disabled", "off", "false", "0")  # MuJoCo's "no GL" values
+# The backend pictures use (chosen by the examiner for its worker, which runs
+# with MUJOCO_GL=disable so that importing mujoco loads no OpenGL); None:
+# decide from this process's environment at the first picture.
+_picture_gl: str | None = None
+_gl_failure: NoOffscreenGL | None = None  # a failed load is not retried
 
-  Only making and freeing a 1 x 1 context is tried here, so that any other
-  rendering failure stays an ordinary error (tests skip on NoOffscreenGL only).
-  """
+
+def use_picture_gl(backend: str | None) -> None:
+  """Draw pictures with MuJoCo's OpenGL ``backend`` (a MUJOCO_GL value)."""
+  global _picture_gl
+  _picture_gl = backend
+
+
+def picture_gl() -> str:
+  """The backend for pictures: the chosen one, else ``MUJOCO_GL``, else
+  GLFW with a display and OSMesa without."""
+  if _picture_gl is not None:
+    return _picture_gl
+  chosen = os.environ.get("MUJOCO_GL", "").strip().lower()
+  if chosen:
+    return chosen
+  return "glfw" if os.environ.get("DISPLAY") else "osmesa"
+
+
+def _library_loads(name: str) -> bool:
+  """Whether lib<name> loads, tried as PyOpenGL tries it. Checked before
+  PyOpenGL is imported: PyOpenGL on Linux turns a missing library into
+  ``None`` and fails later with "'NoneType' object has no attribute
+  'glGetError'"; after that a second try can crash instead of raising."""
+  import ctypes
+
+  for suffix in ["", *(f".{i}" for i in range(9, -1, -1))]:
+    try:
+      ctypes.CDLL(f"lib{name}.so{suffix}")
+    except OSError:
+      continue
+    return True
+  return False
+
+
+def _no_gl(backend: str, detail: str) -> NoOffscreenGL:
+  """The error for pictures without OpenGL, naming what to install."""
+  if backend in GL_PACKAGES:
+    other = "egl" if backend == "osmesa" else "osmesa"
+    need = (
+      f"Install the Debian package {GL_PACKAGES[backend]} (apt-get install "
+      f"{GL_PACKAGES[backend]}), or use MUJOCO_GL={other} "
+      f"({GL_PACKAGES[other]}{', with a GPU' if other == 'egl' else ''})"
+    )
+  else:
+    need = (
+      "Use a display, or MUJOCO_GL=osmesa (Debian package libosmesa6) or "
+      "MUJOCO_GL=egl (libegl1, with a GPU)"
+    )
+  return NoOffscreenGL(
+    f"pictures need offscreen OpenGL (MUJOCO_GL={backend}): {detail}. {need}. "
+    "Every call but the pictures works without OpenGL."
+  )
+
+
+def open_gl_context(width: int, height: int):
+  """A current offscreen OpenGL context of the picture backend. Raises
+  ``NoOffscreenGL`` (only) when none can be made; imports OpenGL only here,
+  at the first picture."""
+  global _gl_failure
+  if _gl_failure is not None:
+    raise _gl_failure
+  backend = picture_gl()
+  if backend in GL_OFF:
+    raise _no_gl(backend, "OpenGL is disabled")
+  library = _GL_LIBRARIES.get(backend)
+  if library and not _library_loads(library):
+    raise _no_gl(backend, f"lib{library} is missing")
   try:
-    context = mujoco.GLContext(1, 1)
+    module = importlib.import_module(_GL_MODULES.get(backend, "mujoco.glfw"))
+    context = module.GLContext(width, height)
+    if getattr(context, "_context", True) is None:  # GLFW made no window
+      raise RuntimeError("no OpenGL context (no display?)")
+    context.make_current()
   except Exception as err:  # noqa: BLE001 - any backend's failure to load
-    raise NoOffscreenGL(
-      f"no offscreen OpenGL (MUJOCO_GL={os.environ.get('MUJOCO_GL')!r}): "
-      f"{type(err).__name__}: {err}"
-    ) from err
-  context.free()
+    _gl_failure = _no_gl(backend, f"{type(err).__name__}: {err}")
+    raise _gl_failure from err
+  return context
 
 
 class PoseRenderer:
   """Pictures of a model's poses, drawn in a replica ``MjData`` that is
-  never stepped (the scored world is the same filmed or not)."""
+  never stepped (the scored world is the same filmed or not). OpenGL is
+  loaded at the first picture, not before."""
 
   def __init__(self, model: mujoco.MjModel):
     self.model = model
     self._replica: mujoco.MjData | None = None
-    self._renderers: dict = {}
+    self._gl = None  # (GL context, MjrContext) once the first picture is drawn
+    self._scenes: dict[str, mujoco.MjvScene] = {}  # one per camera
 
-  def render(self, qpos: np.ndarray, camera: str, size, hide_robot: bool) -> np.ndarray:
-    """RGB uint8 [H, W, 3] of pose ``qpos`` from ``camera`` at ``size`` (W, H);
-    ``hide_robot`` hides geom group 2 (the arm)."""
-    key = (camera, size)
-    if key not in self._renderers:
-      if not self._renderers:
-        _probe_gl()
-      self._renderers[key] = mujoco.Renderer(self.model, height=size[1], width=size[0])
+  def _context(self):
+    if self._gl is None:
+      g = self.model.vis.global_
+      context = open_gl_context(g.offwidth, g.offheight)
+      mjr = mujoco.MjrContext(self.model, mujoco.mjtFontScale.mjFONTSCALE_150)
+      mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, mjr)
+      self._gl = (context, mjr)
+    context, mjr = self._gl
+    context.make_current()  # several renderers can share one process
+    return mjr
+
+  def _scene(self, qpos, camera: str, hide_robot: bool) -> mujoco.MjvScene:
+    """The scene of pose ``qpos`` seen from ``camera`` (its own scene, so the
+    floor is never placed by another camera's picture)."""
     if self._replica is None:
       self._replica = mujoco.MjData(self.model)
     rep = self._replica
@@ -594,14 +677,42 @@ class PoseRenderer:
     opt = mujoco.MjvOption()
     if hide_robot:
       opt.geomgroup[2] = 0
-    renderer = self._renderers[key]
-    renderer.update_scene(rep, camera=camera, scene_option=opt)
-    return renderer.render()
+    cam = mujoco.MjvCamera()
+    cam.type = mujoco.mjtCamera.mjCAMERA_FIXED
+    cam.fixedcamid = self.model.camera(camera).id
+    if camera not in self._scenes:
+      self._scenes[camera] = mujoco.MjvScene(self.model, maxgeom=10000)
+    scene = self._scenes[camera]
+    mujoco.mjv_updateScene(
+      self.model, rep, opt, None, cam, mujoco.mjtCatBit.mjCAT_ALL, scene
+    )
+    return scene
+
+  def render(self, qpos: np.ndarray, camera: str, size, hide_robot: bool) -> np.ndarray:
+    """RGB uint8 [H, W, 3] of pose ``qpos`` from ``camera`` at ``size`` (W, H);
+    ``hide_robot`` hides geom group 2 (the arm)."""
+    width, height = size
+    g = self.model.vis.global_
+    if width > g.offwidth or height > g.offheight:
+      raise ValueError(
+        f"{size} exceeds the offscreen buffer {g.offwidth}x{g.offheight}"
+      )
+    mjr = self._context()
+    scene = self._scene(qpos, camera, hide_robot)
+    rect = mujoco.MjrRect(0, 0, width, height)
+    mujoco.mjr_render(rect, scene, mjr)
+    rgb = np.empty((height, width, 3), dtype=np.uint8)
+    mujoco.mjr_readPixels(rgb, None, rect, mjr)
+    return np.flipud(rgb).copy()
 
   def close(self) -> None:
-    for r in self._renderers.values():
-      r.close()
-    self._renderers.clear()
+    if self._gl is not None:
+      context, mjr = self._gl
+      context.make_current()
+      mjr.free()
+      context.free()
+    self._gl = None
+    self._scenes.clear()
 
 
 class GlassWorld:

@@ -84,6 +84,30 @@ class FrictionEstimate:
     return float(np.median(self.samples)) if self.samples else MU_PRIOR
 
 
+class Sensed:
+  """What the planner knows: the examiner's noisy readings and the friction
+  estimated from its own pushes (the oracle swaps in the truth)."""
+
+  def __init__(self, examiner: Examiner):
+    self.examiner = examiner
+    self.friction = FrictionEstimate()
+
+  def look(self) -> list[dict]:
+    return self.examiner.look()
+
+  @property
+  def mu(self) -> float:
+    return self.friction.mu
+
+  @property
+  def known(self) -> bool:
+    """Whether mu rests on evidence (else a probe first, no refusals yet)."""
+    return bool(self.friction.samples)
+
+  def learn(self, reading: dict, report: dict, mass: float | None = None) -> None:
+    self.friction.add(reading, report, mass)
+
+
 def tipping_limit_ok(reading: dict, mu: float) -> bool:
   return contact_height(reading) * SAFETY <= (reading["foot"] / 2) / mu
 
@@ -218,13 +242,15 @@ def plan_shove(readings, refused, mu, probe) -> tuple[dict, float] | None:
   return best
 
 
-def solve(examiner: Examiner) -> None:
-  friction = FrictionEstimate()
+def solve(examiner: Examiner, sensed: Sensed | None = None) -> None:
+  """Plan and push on ``examiner`` from ``sensed`` (default: its readings
+  and the friction estimated from the pushes)."""
+  sensed = Sensed(examiner) if sensed is None else sensed
   tries: dict[int, int] = {}
   refused: set[int] = set()
   shoves = 0
   while True:
-    readings = examiner.look()
+    readings = sensed.look()
     took = False
     for k, reading in enumerate(readings):
       if reading["standing"] and room_by_readings(readings, k):
@@ -242,9 +268,9 @@ def solve(examiner: Examiner) -> None:
     for k in order:
       reading = readings[k]
       gid = reading["id"]
-      mu = friction.mu
+      mu = sensed.mu
       if not tipping_limit_ok(reading, mu):
-        if friction.samples:  # judged with evidence: refuse for good
+        if sensed.known:  # judged with evidence: refuse for good
           h, b = contact_height(reading), reading["foot"] / 2
           examiner.refuse(
             gid,
@@ -265,12 +291,12 @@ def solve(examiner: Examiner) -> None:
         report = examiner.push(request)
       except BudgetSpent:
         return
-      friction.add(reading, report)
+      sensed.learn(reading, report)
       pushed = True
       break
     if not pushed and shoves < MAX_SHOVES:
-      probe = not friction.samples
-      shove = plan_shove(readings, refused, friction.mu, probe)
+      probe = not sensed.known
+      shove = plan_shove(readings, refused, sensed.mu, probe)
       if shove is not None:
         request, mass = shove
         shoves += 1
@@ -279,7 +305,7 @@ def solve(examiner: Examiner) -> None:
         except BudgetSpent:
           return
         k = next(i for i, r in enumerate(readings) if r["id"] == request["glass"])
-        friction.add(readings[k], report, mass)
+        sensed.learn(readings[k], report, mass)
         continue
     if not pushed:
       for reading in readings:
