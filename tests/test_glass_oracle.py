@@ -85,3 +85,9 @@ def test_the_cli_labels_the_oracle_as_not_a_valid_solution(tmp_path):
   assert f"## Solution `{oracle.LABEL}`" in (out / "scores.md").read_text()
   record = json.loads((out / "tables" / f"{TABLE}.json").read_text())
   assert "friction" not in record
+  # Its refusal reasons (in the scores) do not write out the hidden friction.
+  (row,) = report["rows"]
+  reasons = list(row["refusal_reasons"].values())
+  assert any("tips before it slides" in r for r in reasons)
+  true_mu = f"{Friction().glass_table:.2f}"
+  assert all("the true mu" in r and true_mu not in r for r in reasons if "tips" in r)

@@ -107,6 +107,10 @@ class Sensed:
   def learn(self, reading: dict, report: dict, mass: float | None = None) -> None:
     self.friction.add(reading, report, mass)
 
+  def mu_text(self) -> str:
+    """mu as a refusal reason gives it."""
+    return f"{self.mu:.2f}"
+
 
 def tipping_limit_ok(reading: dict, mu: float) -> bool:
   return contact_height(reading) * SAFETY <= (reading["foot"] / 2) / mu
@@ -275,7 +279,7 @@ def solve(examiner: Examiner, sensed: Sensed | None = None) -> None:
           examiner.refuse(
             gid,
             f"tips before it slides: push height {h * 1000:.0f} mm x {SAFETY} "
-            f"> b/mu = {b * 1000:.0f} mm / {mu:.2f}",
+            f"> b/mu = {b * 1000:.0f} mm / {sensed.mu_text()}",
           )
           refused.add(gid)
         continue

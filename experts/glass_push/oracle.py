@@ -69,6 +69,10 @@ class Told:
   def learn(self, reading: dict, report: dict, mass: float | None = None) -> None:
     """Nothing to learn: the friction is told."""
 
+  def mu_text(self) -> str:
+    """The refusal reasons go into the scores: the hidden value stays out."""
+    return "the true mu"
+
 
 def solve(examiner: Examiner, truth: Callable[[], dict]) -> None:
   """The geometric planner on ``examiner``, told ``truth()`` (this table's
