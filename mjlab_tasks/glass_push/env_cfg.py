@@ -48,7 +48,7 @@ from mjlab_tasks.glass_push.scene import (
   SLOTS,
   TABLE_ENTITY,
   TIMESTEP,
-  Friction,
+  PhysicsConfig,
   glass_entity_cfg,
   robot_entity_cfg,
   table_spec,
@@ -64,7 +64,7 @@ def glass_push_env_cfg(
   play: bool = False,
   tables: Sequence[int] | None = None,
   num_envs: int = 1,
-  friction: Friction | None = None,
+  physics: PhysicsConfig | None = None,
   end_on_success: bool = True,
 ) -> ManagerBasedRlEnvCfg:
   """Glass-pushing environment.
@@ -75,21 +75,23 @@ def glass_push_env_cfg(
       with ``play``); environment ``i`` plays ``tables[i % len(tables)]``.
       Each table is drawn once per process (about 0.15 s each).
     num_envs: Number of parallel environments.
-    friction: The hidden coefficients (default: the examiner's).
+    physics: The hidden friction and, for tests, fixture glasses or an
+      obstacle (``scene.PhysicsConfig``; default: the examiner's).
     end_on_success: Success ends the episode.
   """
   from mjlab.entity import EntityCfg
 
-  friction = friction or Friction()
+  physics = physics or PhysicsConfig()
+  friction = physics.friction
   if tables is None:
     tables = PLAY_POOL if play else TRAINING_POOL
   pool = tuple(int(t) for t in tables)
   if not pool:
     raise ValueError("the table pool is empty")
   entities = {
-    TABLE_ENTITY: EntityCfg(spec_fn=lambda: table_spec(friction)),
+    TABLE_ENTITY: EntityCfg(spec_fn=lambda: table_spec(physics)),
     **{
-      GLASS_ENTITY.format(slot=s): glass_entity_cfg(s, pool, friction)
+      GLASS_ENTITY.format(slot=s): glass_entity_cfg(s, pool, physics)
       for s in range(SLOTS)
     },
   }
@@ -128,7 +130,9 @@ def glass_push_env_cfg(
     "actor": ObservationGroupCfg(actor, enable_corruption=False),
     "critic": ObservationGroupCfg(critic, enable_corruption=False),
   }
-  cfg.events["place_glasses"] = EventTermCfg(func=place_glasses, mode="reset", params=p)
+  cfg.events["place_glasses"] = EventTermCfg(
+    func=place_glasses, mode="reset", params=p | {"fixture": physics.glasses}
+  )
   cfg.rewards = {
     "room_gained": RewardTermCfg(func=mdp.room_gained, weight=1.0, params=p),
     "glasses_lost": RewardTermCfg(func=mdp.glasses_lost, weight=-2.0, params=p),
@@ -163,4 +167,24 @@ def glass_push_env_cfg(
       func=mdp.verdict_any, params=p | {"key": "off"}, reduce="max"
     ),
   }
+  return cfg
+
+
+def examiner_env_cfg(
+  tables: Sequence[int], physics: PhysicsConfig | None = None
+) -> ManagerBasedRlEnvCfg:
+  """The examiner's world (``world.GlassWorld``): the task's scene, physics
+  and hand, one environment per table; no observation beyond the tool pose,
+  no reward, no termination (the examiner drives the physics itself)."""
+  cfg = glass_push_env_cfg(tables=tables, num_envs=len(tables), physics=physics)
+  tcp = {"asset_cfg": SceneEntityCfg(ROBOT, site_names=(TCP_SITE_NAME,))}
+  cfg.observations = {
+    "actor": ObservationGroupCfg(
+      {"tcp_pose": ObservationTermCfg(func=common_mdp.site_pose_w, params=tcp)},
+      enable_corruption=False,
+    )
+  }
+  cfg.rewards, cfg.metrics = {}, {}
+  cfg.terminations = {}
+  cfg.episode_length_s = 1e9
   return cfg

@@ -9,23 +9,25 @@ more than 30 degrees, knocked off when it left the table top.
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 import torch
 
 from evaluators.glass_push import room
+from evaluators.glass_push.hidden import (
+  NOISE_HEIGHT,
+  NOISE_POSITION,
+  NOISE_WIDTH,
+  OFF_TABLE_Z,
+  TOPPLED_COS,
+)
 from evaluators.glass_push.tables import TABLE_X, TABLE_Y
 from mjlab_tasks.glass_push.scene import GLASS_ENTITY, SLOTS, table_layout
 
 if TYPE_CHECKING:
   from mjlab.envs import ManagerBasedRlEnv
 
-TOPPLED_COS = math.cos(math.radians(30.0))
-OFF_TABLE_Z = -0.05  # a glass origin below this has left the table top
 JAM_FORCE = 20.0  # N: the examiner stops a push here
-# Reading noise (standard deviations, metres): the examiner's look().
-NOISE_POSITION, NOISE_HEIGHT, NOISE_WIDTH = 0.001, 0.002, 0.003
 READING = ("x", "y", "height", "widest", "foot", "standing", "present")
 
 

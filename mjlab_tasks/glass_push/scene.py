@@ -78,6 +78,23 @@ class Friction:
   pad_glass: float = 0.9
 
 
+@dataclass(frozen=True)
+class PhysicsConfig:
+  """Private physics settings for tests and training tools.
+
+  Solutions never pass this: an examiner built without it uses the hidden
+  defaults. Attributes:
+    friction: the three coefficients.
+    glasses: replace the drawn glasses of every table (a training/test
+      fixture), or None.
+    obstacle: centre (x, y) of a fixed 60 mm box post on the table, or None.
+  """
+
+  friction: Friction = Friction()
+  glasses: tuple[Glass, ...] | None = None
+  obstacle: tuple[float, float] | None = None
+
+
 def parked_place(slot: int) -> tuple[float, float, float]:
   """Where an unused slot's glass stands: on the floor beyond the table."""
   return (1.2 + 0.15 * slot, 1.2, -TABLE_HEIGHT)
@@ -135,8 +152,19 @@ def table_glasses(table: int) -> tuple[Glass, ...]:
   return tuple(_draw_table(table))
 
 
-def slot_glass(table: int, slot: int) -> Glass:
-  glasses = table_glasses(table)
+def table_glasses_of(table: int, physics: PhysicsConfig) -> tuple[Glass, ...]:
+  """The glasses of a table: drawn from its number, or the physics fixture's."""
+  if physics.glasses is None:
+    return table_glasses(table)
+  glasses = tuple(physics.glasses)
+  if not 1 <= len(glasses) <= SLOTS:
+    raise ValueError(f"a table holds 1 to {SLOTS} glasses")
+  if len({g.id for g in glasses}) != len(glasses):
+    raise ValueError("glass ids must be unique")
+  return glasses
+
+
+def slot_glass(glasses: tuple[Glass, ...], slot: int) -> Glass:
   return glasses[slot] if slot < len(glasses) else PARKED
 
 
@@ -161,11 +189,12 @@ def glass_spec(glass: Glass, friction: Friction) -> mujoco.MjSpec:
   return spec
 
 
-def glass_entity_cfg(slot: int, pool: tuple[int, ...], friction: Friction):
+def glass_entity_cfg(slot: int, pool: tuple[int, ...], physics: PhysicsConfig):
   """Slot ``slot`` of every table in ``pool``: one variant per table."""
 
   def variant(table: int) -> mujoco.MjSpec:
-    return glass_spec(slot_glass(table, slot), friction)
+    glass = slot_glass(table_glasses_of(table, physics), slot)
+    return glass_spec(glass, physics.friction)
 
   return VariantEntityCfg(
     init_state=EntityCfg.InitialStateCfg(pos=parked_place(slot)),
@@ -174,9 +203,13 @@ def glass_entity_cfg(slot: int, pool: tuple[int, ...], friction: Friction):
   )
 
 
-def table_spec(friction: Friction) -> mujoco.MjSpec:
-  """Floor, table top and rack: glass-on-table friction (priority 2)."""
+def table_spec(physics: PhysicsConfig) -> mujoco.MjSpec:
+  """Floor, table top and rack (glass-on-table friction, priority 2), the
+  examiner's cameras and lights."""
+  friction = physics.friction
   spec = mujoco.MjSpec()
+  spec.visual.global_.offwidth = 640
+  spec.visual.global_.offheight = 480
   world = spec.worldbody
   fixed = dict(priority=2, condim=4, friction=[friction.glass_table, 0.002, 0.0001])
   tx, ty = TABLE_X, TABLE_Y
@@ -214,7 +247,52 @@ def table_spec(friction: Friction) -> mujoco.MjSpec:
       pos=[rx + sx * (hx - 0.01), ry, (RACK_SHELF_TOP - 2 * hz) / 2],
       **rack,
     )
+  if physics.obstacle is not None:
+    world.add_geom(
+      name="obstacle",
+      type=mujoco.mjtGeom.mjGEOM_BOX,
+      size=[0.03, 0.03, 0.1],
+      pos=[*physics.obstacle, 0.1],
+      rgba=[0.6, 0.2, 0.2, 1],
+      **fixed,
+    )
+  add_cameras_and_lights(world)
   return spec
+
+
+def _look_at_quat(pos, target, up=(0.0, 0.0, 1.0)) -> list[float]:
+  f = np.subtract(target, pos)
+  f = f / np.linalg.norm(f)
+  x = np.cross(f, up)
+  x = x / np.linalg.norm(x)
+  y = np.cross(x, f)
+  quat = np.zeros(4)
+  mujoco.mju_mat2Quat(quat, np.column_stack([x, y, -f]).ravel())
+  return quat.tolist()
+
+
+def add_cameras_and_lights(world) -> None:
+  """``top_view``: 750 mm above the zone's centre, straight down, 34 degrees;
+  ``film``: from the robot's right, framing the arm, the glass zone (with
+  room for groups at its near edge) and the rack behind (checked by eye on
+  the tables with the nearest and farthest groups of 10000-10099)."""
+  zx, zy = ZONE_CENTER
+  world.add_camera(
+    name="top_view",
+    pos=[zx, zy, 0.75],
+    quat=[1, 0, 0, 0],
+    fovy=34.0,
+    resolution=[384, 384],
+  )
+  film_pos = (0.30, -1.12, 1.05)
+  world.add_camera(
+    name="film",
+    pos=list(film_pos),
+    quat=_look_at_quat(film_pos, (0.30, -0.08, 0.17)),
+    fovy=42.0,
+  )
+  world.add_light(pos=[zx, zy, 2.0], dir=[0, 0, -1], diffuse=[0.7, 0.7, 0.7])
+  world.add_light(pos=[-0.5, 0.0, 1.5], dir=[0.5, -0.3, -1], diffuse=[0.3, 0.3, 0.3])
 
 
 def set_hand_friction(spec: mujoco.MjSpec, friction: Friction) -> mujoco.MjSpec:
@@ -260,20 +338,24 @@ class TableLayout:
 
 
 @functools.lru_cache(maxsize=8)
-def table_layout(pool: tuple[int, ...]) -> TableLayout:
+def table_layout(
+  pool: tuple[int, ...], fixture: tuple[Glass, ...] | None = None
+) -> TableLayout:
+  """The pool's tables (or, with ``fixture``, those glasses on every table)."""
+  physics = PhysicsConfig(glasses=fixture)
   present = np.zeros((len(pool), SLOTS), bool)
   xy = np.zeros((len(pool), SLOTS, 2))
   sizes = np.zeros((len(pool), SLOTS, 3))
   start = np.zeros(len(pool), int)
   for t, table in enumerate(pool):
-    glasses = table_glasses(table)
+    glasses = table_glasses_of(table, physics)
     start[t] = len(
       takeable_without_pushing(
         [(g.x, g.y) for g in glasses], [g.widest for g in glasses]
       )
     )
     for s in range(SLOTS):
-      g = slot_glass(table, s)
+      g = slot_glass(glasses, s)
       present[t, s] = s < len(glasses)
       xy[t, s] = (g.x, g.y) if present[t, s] else parked_place(s)[:2]
       sizes[t, s] = (g.height, g.widest, g.foot)
@@ -287,6 +369,15 @@ def table_layout(pool: tuple[int, ...]) -> TableLayout:
     foot=f(sizes[..., 2]),
     takeable_at_start=torch.as_tensor(start),
   )
+
+
+def hand_quat(heading: torch.Tensor) -> torch.Tensor:
+  """``hand_rotation`` as quaternions (w, x, y, z) [..., 4]: a half turn
+  about the horizontal (1, 1, 0) axis, then the heading about z."""
+  a = math.sqrt(0.5)
+  c, s = torch.cos(heading / 2), torch.sin(heading / 2)
+  zero = torch.zeros_like(c)
+  return torch.stack([zero, a * (c - s), a * (c + s), zero], -1)
 
 
 def hand_rotation(heading: float) -> np.ndarray:
