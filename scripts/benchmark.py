@@ -12,6 +12,9 @@ auto-resets included) and reports:
   (``bare_physics_steps_per_s``); and the ratio of the two;
 - memory per environment (CUDA: peak device memory; CPU: resident-set growth).
 
+``--task GlassPush-UR5-RG2`` runs the glass task with seeded random actions
+(it has no expert), environment i on training table i mod 16; its bare
+reference is the template model (the first table's meshes in every world).
 ``--task GlassPush`` measures the glass examiner instead: ``--num-envs``
 tables (10000, 10001, ...) holding their hands over their glasses, one
 "step" being one 2 ms physics step with the examiner's control (IK, servo,
@@ -44,14 +47,15 @@ from cli_args import (
   parse,
 )
 
-TASKS = ("CubeTray-UR5-RG2", "GlassPush")
+TASKS = ("CubeTray-UR5-RG2", "GlassPush-UR5-RG2", "GlassPush")
 
 
 @dataclass
 class Args:
   task: str = "CubeTray-UR5-RG2"
-  """Task id to measure: CubeTray-UR5-RG2, or GlassPush (the glass examiner's
-  control loop, C GlassWorld vs the Warp batch; see the module doc)."""
+  """Task id to measure: CubeTray-UR5-RG2, GlassPush-UR5-RG2 (random
+  actions), or GlassPush (the glass examiner's control loop, C GlassWorld vs
+  the Warp batch; see the module doc)."""
   engine: list[str] = field(default_factory=lambda: ["mujoco"])
   """One or more engines: mujoco (C MuJoCo, CPU) and/or warp (MuJoCo Warp)."""
   num_envs: list[int] = field(default_factory=lambda: [1, 8, 32])
@@ -196,12 +200,9 @@ def measure(task: str, engine: str, num_envs: int, steps: int, device: str) -> d
   if task == "GlassPush":
     return measure_glass(engine, num_envs, steps, device)
 
-  from experts.cube_tray import CubeTrayExpert
   from mjlab_tasks.common.c_engine import make_env
-  from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
 
-  # The task's own configuration, with joint-target actions for its expert.
-  cfg = cube_tray_env_cfg(arm_action="joint", num_envs=num_envs)
+  cfg = _task_cfg(task, num_envs)
   cfg.seed = 0
   cuda = device.startswith("cuda")
   if cuda:
@@ -209,7 +210,7 @@ def measure(task: str, engine: str, num_envs: int, steps: int, device: str) -> d
   rss0 = _rss_mb()
   env = make_env(cfg, device=device, engine=engine)
   env.reset()
-  expert = CubeTrayExpert(env)
+  expert = _actor(task, env)
   expert.reset()
 
   def run(n: int) -> None:
@@ -255,6 +256,49 @@ def measure(task: str, engine: str, num_envs: int, steps: int, device: str) -> d
   expert.close()
   env.close()
   return row
+
+
+def _task_cfg(task: str, num_envs: int):
+  """CubeTray with joint-target actions for its expert; GlassPush-UR5-RG2
+  on training tables 0 to 15 (environment i plays table i mod 16)."""
+  if task == "GlassPush-UR5-RG2":
+    from mjlab_tasks.glass_push.env_cfg import glass_push_env_cfg
+
+    pool = tuple(range(min(num_envs, 16)))
+    return glass_push_env_cfg(tables=pool, num_envs=num_envs, end_on_success=False)
+  from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
+
+  return cube_tray_env_cfg(arm_action="joint", num_envs=num_envs)
+
+
+class _RandomActor:
+  """Seeded uniform actions in [-1, 1] (the glass task has no expert)."""
+
+  def __init__(self, env):
+    import torch
+
+    self.env = env
+    self.gen = torch.Generator(device=env.device).manual_seed(0)
+
+  def reset(self, ids=None) -> None:
+    pass
+
+  def act(self):
+    import torch
+
+    shape = (self.env.num_envs, self.env.action_manager.total_action_dim)
+    return torch.rand(shape, generator=self.gen, device=self.env.device) * 2 - 1
+
+  def close(self) -> None:
+    pass
+
+
+def _actor(task: str, env):
+  if task == "GlassPush-UR5-RG2":
+    return _RandomActor(env)
+  from experts.cube_tray import CubeTrayExpert
+
+  return CubeTrayExpert(env)
 
 
 def check_args(args: Args) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluators.glass_push import felt, hand, room, tables, world
+from evaluators.glass_push import felt, hand, hidden, requests, room, tables, world
 from evaluators.glass_push import warp_world as ww
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "glass_push.md").read_text()
@@ -31,14 +31,14 @@ QUOTES = [
   ("and 0.05 rad/s for 0.1 s, at most 3 s", world.STILL_ANG, 0.05),
   ("and 0.05 rad/s for 0.1 s, at most 3 s", world.SETTLE_MAX_S, 3.0),
   ("its pad bottoms 30 mm above the tallest glass", world.LIFT_CLEARANCE, 0.03),
-  ("`reach` outside (0, 0.30] m", world.MAX_REACH_REQUEST, 0.30),
-  ("`travel` outside [0, 0.30] m", world.MAX_TRAVEL_REQUEST, 0.30),
+  ("`reach` outside (0, 0.30] m", requests.MAX_REACH_REQUEST, 0.30),
+  ("`travel` outside [0, 0.30] m", requests.MAX_TRAVEL_REQUEST, 0.30),
   ("keep 0.25 to 0.72 m from the robot base", hand.REACH_MIN, 0.25),
   ("keep 0.25 to 0.72 m from the robot base", hand.REACH_MAX, 0.72),
-  ("at most 6 mm and 4 degrees apart", world.MAX_WAYPOINT_STEP, 0.006),
-  ("at most 6 mm and 4 degrees apart", world.MAX_WAYPOINT_TURN, math.radians(4)),
+  ("at most 6 mm and 4 degrees apart", requests.MAX_WAYPOINT_STEP, 0.006),
+  ("at most 6 mm and 4 degrees apart", requests.MAX_WAYPOINT_TURN, math.radians(4)),
   ("heights 19.5-600 mm", hand.LOWEST_TCP_Z, 0.0195),
-  ("K <= 2000", world.MAX_CHUNK, 2000),
+  ("K <= 2000", requests.MAX_CHUNK, 2000),
   ("at 50 Hz (every 10 physics steps)", world.RECORD_EVERY, 10),
   ("2 ms step", world.TIMESTEP, 0.002),
   ("(12.5 mm ahead of the tool axis)", hand.PAD_LEAD, 0.0125),
@@ -49,15 +49,15 @@ QUOTES = [
   ),
   ("leads the tool axis by 22 mm", hand.HOUSING_LEAD, 0.022),
   ("most 25 mm above the tool point's height", felt.WORKING_BAND, 0.025),
-  ("| x, y | 1.0 mm |", world.NOISE_POSITION, 0.001),
-  ("| height | 2.0 mm |", world.NOISE_HEIGHT, 0.002),
-  ("| widest, foot | 3.0 mm |", world.NOISE_WIDTH, 0.003),
+  ("| x, y | 1.0 mm |", hidden.NOISE_POSITION, 0.001),
+  ("| height | 2.0 mm |", hidden.NOISE_HEIGHT, 0.002),
+  ("| widest, foot | 3.0 mm |", hidden.NOISE_WIDTH, 0.003),
   ("a rectangle 16 mm deep", room.FINGER_DEPTH, 0.016),
   ("and 25 mm wide, placed 5 mm outside", room.FINGER_WIDTH, 0.025),
   ("and 25 mm wide, placed 5 mm outside", room.CLEARANCE, 0.005),
   ("fits the 110 mm opening", room.MAX_OPENING, 0.110),
   ("(every 10 degrees over half a turn)", len(room.DIRECTIONS), 18),
-  ("tilted less than 30 degrees", world.TOPPLED_COS, math.cos(math.radians(30))),
+  ("tilted less than 30 degrees", hidden.TOPPLED_COS, math.cos(math.radians(30))),
   ("**Training tables are 0-9999", tables.TRAINING_TABLES.stop, 10_000),
   ("evaluation tables 10000-19999**", tables.EVALUATION_TABLES.stop, 20_000),
   ("| glasses | 7 to 10;", tables.MIN_GLASSES, 7),

@@ -24,12 +24,10 @@ from evaluators.glass_push import (
   NoOffscreenGL,
   TrainingExaminer,
 )
+from evaluators.glass_push.hidden import NOISE_HEIGHT, NOISE_POSITION, NOISE_WIDTH
 from evaluators.glass_push.tables import Glass, _draw_table, training_table
 from evaluators.glass_push.world import (
   JAM_FORCE,
-  NOISE_HEIGHT,
-  NOISE_POSITION,
-  NOISE_WIDTH,
   TOUCH_FORCE,
   Friction,
   GlassWorld,
@@ -492,28 +490,33 @@ def test_layout_imports():
         assert not any(a.name.startswith("evaluators") for a in node.names)
 
 
-def test_examiner_servo_numbers_match_the_robot_entity():
-  """The worker copies entity.py's numbers (it must not import mjlab)."""
-  from evaluators.glass_push import world
+def test_examiner_servos_compile_like_the_robot_entity():
+  """The examiner's plain-MuJoCo world (no mjlab in its worker) and mjlab's
+  robot entity build their servos from the same numbers (assets/ur5_rg2)."""
+  from assets.ur5_rg2 import ARM_JOINT_NAMES
+  from evaluators.glass_push.world import GlassWorld
+  from mjlab_tasks.common.c_engine import make_env
+  from mjlab_tasks.glass_push.env_cfg import glass_push_env_cfg
 
-  source = (ROOT / "assets" / "ur5_rg2" / "entity.py").read_text()
-  values = {}
-  for node in ast.parse(source).body:
-    if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
-      try:
-        values[node.targets[0].id] = ast.literal_eval(node.value)
-      except ValueError:
-        pass
-  assert world.BASE_QUAT == values["BASE_QUAT_FACING_X"]
-  assert world.ARM_STIFFNESS == values["_ARM_STIFFNESS"]
-  assert world.ARM_DAMPING == tuple(kp / 20.0 for kp in values["_ARM_STIFFNESS"])
-  assert "_ARM_DAMPING = tuple(kp / 20.0 for kp in _ARM_STIFFNESS)" in source
-  assert world.ARM_ARMATURE == values["_ARM_ARMATURE"]
-  assert (world.GRIPPER_KP, world.GRIPPER_KV, world.GRIPPER_EFFORT) == (
-    values["GRIPPER_KP"],
-    values["GRIPPER_KV"],
-    values["GRIPPER_EFFORT_LIMIT"],
-  )
+  world = GlassWorld(10_001, 1)
+  env = make_env(glass_push_env_cfg(tables=(0,), num_envs=1), engine="mujoco")
+  try:
+    mine, theirs = world.model, env.sim.mj_model
+    for name in (*ARM_JOINT_NAMES, "rg2_opening"):
+      a, b = mine.actuator(name), theirs.actuator(f"robot/{name}")
+      np.testing.assert_allclose(a.gainprm[:3], b.gainprm[:3])
+      np.testing.assert_allclose(a.biasprm[:3], b.biasprm[:3])
+      np.testing.assert_allclose(a.forcerange, b.forcerange)
+    for name in ARM_JOINT_NAMES:
+      dof_a, dof_b = mine.joint(name).dofadr[0], theirs.joint(f"robot/{name}").dofadr[0]
+      assert mine.dof_armature[dof_a] == theirs.dof_armature[dof_b]
+    base = world.data.xquat[mine.body("base").id]
+    np.testing.assert_allclose(
+      base, env.sim.mj_data.xquat[theirs.body("robot/base").id]
+    )
+  finally:
+    env.close()
+    world.close()
 
 
 # -- scoring, solutions, CLI -----------------------------------------------------

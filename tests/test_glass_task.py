@@ -13,6 +13,7 @@ import torch
 
 from evaluators.glass_push import room
 from evaluators.glass_push.tables import _draw_table, takeable_without_pushing
+from evaluators.glass_push.world import hand_rotation
 from mjlab_tasks.common.c_engine import make_env
 from mjlab_tasks.common.kinematics import ArmKinematics
 from mjlab_tasks.glass_push import mdp
@@ -24,7 +25,6 @@ from mjlab_tasks.glass_push.scene import (
   START_TOOL_POS,
   Friction,
   glass_spec,
-  hand_rotation,
 )
 
 # Table 2 can be cleared without a push; tables 0 and 1 cannot.

@@ -57,8 +57,9 @@ def test_glass_examiner_batch_on_gpu():
   first four tables gives the same verdicts."""
   import numpy as np
 
+  from evaluators.glass_push.requests import parse_push
   from evaluators.glass_push.warp_world import GlassWorldBatch
-  from evaluators.glass_push.world import GlassWorld, parse_push
+  from evaluators.glass_push.world import GlassWorld
 
   tables = list(range(10_000, 10_064))
   batch = GlassWorldBatch(tables, 2, device="cuda:0")

@@ -49,6 +49,23 @@ ARM_JOINT_NAMES = (
 ARM_JOINT_LIMIT = 2.0 * math.pi
 ARM_JOINT_SPEED_LIMIT = math.pi
 ARM_JOINT_EFFORT_LIMIT = (150.0, 150.0, 150.0, 28.0, 28.0, 28.0)
+# Position servos (mjlab's entity and the glass examiner's plain-MuJoCo world
+# read these). UR does not publish its servo gains. Every joint has the same
+# stiffness-to-damping ratio, so a bounded IK step turns into joint
+# velocities in the same proportions and the tool keeps its Cartesian
+# direction (docs/robot.md). Armature: reflected rotor inertia (not published
+# either; order of magnitude of a 100:1 harmonic drive). Gripper: normalized
+# position actuator on the opening tendon, seed numbers.
+ARM_STIFFNESS = (2000.0, 2000.0, 1500.0, 300.0, 300.0, 300.0)
+ARM_DAMPING = tuple(kp / 20.0 for kp in ARM_STIFFNESS)
+ARM_ARMATURE = (0.3, 0.3, 0.2, 0.05, 0.05, 0.05)
+GRIPPER_KP = 12.0
+GRIPPER_KV = 0.4
+GRIPPER_EFFORT_LIMIT = 3.0
+# UR's base frame has the home pose's tool at -x; a half turn puts it at +x.
+BASE_QUAT_FACING_X = (0.0, 0.0, 0.0, 1.0)
+# Home: tool pointing straight down in front of the robot, elbow up.
+HOME_ARM_Q = (0.0, -math.pi / 2, math.pi / 2, -math.pi / 2, -math.pi / 2, 0.0)
 
 # Lateral offsets of the physical links along the joint-2 axis (UR5 URDF):
 # used only to place collision geometry, the DH chain already nets them to d4.

@@ -92,10 +92,11 @@ class _Together:
   follows of one request batch run together, so do its takes."""
 
   def __init__(self, jobs: list[tuple]):
+    # mjlab (imported by the Warp world) then silences Warp's module
+    # messages, which would bury the runner's progress bars.
+    os.environ.setdefault("MJLAB_WARP_QUIET", "1")
     from evaluators.glass_push.warp_world import GlassWorldBatch
-    from mjlab_tasks.common.runtime import quiet_warp
 
-    quiet_warp()  # the worker's Warp module messages would bury progress bars
     _, pushes, physics, film = jobs[0]
     self.batch = GlassWorldBatch([job[0] for job in jobs], pushes, physics, film)
 

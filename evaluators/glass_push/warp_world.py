@@ -30,70 +30,20 @@ import warp as wp
 from mjlab.utils.lab_api.math import axis_angle_from_quat, quat_from_matrix
 
 from assets.ur5_rg2 import ARM_JOINT_NAMES, TCP_SITE_NAME, build_ur5_rg2_spec
+from evaluators.glass_push import hidden
+from evaluators.glass_push import requests as rq
 from evaluators.glass_push import world as cw
 from evaluators.glass_push.errors import BudgetSpent
 from evaluators.glass_push.felt import felt_distances
+from evaluators.glass_push.glasses import PARKED, PARTS, glass_parts, parked_place
 from evaluators.glass_push.hand import LOWEST_TCP_Z, PAD_HALF_Z
-from evaluators.glass_push.tables import MAX_GLASSES, TABLE_HEIGHT, Glass
+from evaluators.glass_push.tables import MAX_GLASSES, Glass
 
 SLOTS = MAX_GLASSES
-PARTS = 3
-# An unused slot's glass: a small tumbler standing on the floor.
-PARKED = Glass(
-  id=-1, kind="tumbler", x=0.0, y=0.0, height=0.06, widest=0.06, foot=0.05, mass=0.1
-)
 # Contacts and constraint rows allocated per world (a table's pile with the
 # hand in it uses well under half).
 NCONMAX = 256
 NJMAX = 1024
-
-
-def _parked_place(slot: int) -> tuple[float, float, float]:
-  return (1.2 + 0.15 * slot, 1.2, -TABLE_HEIGHT)
-
-
-def glass_parts(g: Glass) -> list[tuple[np.ndarray, float]]:
-  """A glass as ``PARTS`` convex parts: (vertices [V, 3] in its frame, mass).
-
-  Stemmed: foot disk, stem, bowl with the C world's masses (35/10/55 %).
-  Tumbler: its frustum cut into equal-height slices, mass by volume, so
-  the solid, its mass and its inertia are the C world's single hull.
-  """
-  if g.kind == "tumbler":
-    z = np.linspace(0.0, g.height, PARTS + 1)
-    r = g.foot / 2 + (g.widest - g.foot) / 2 * z / g.height
-    volume = np.pi * np.diff(z) / 3 * (r[:-1] ** 2 + r[:-1] * r[1:] + r[1:] ** 2)
-    return [
-      (
-        np.concatenate([cw._ring(r[k], z[k]), cw._ring(r[k + 1], z[k + 1])]),
-        g.mass * volume[k] / volume.sum(),
-      )
-      for k in range(PARTS)
-    ]
-  ft, st = g.foot_thickness, g.stem_top
-  bowl_h = g.height - st
-  rw = g.widest / 2
-  bowl = np.concatenate(
-    [
-      cw._ring(0.012, st),
-      cw._ring(0.8 * rw, st + 0.25 * bowl_h),
-      cw._ring(rw, st + 0.6 * bowl_h),
-      cw._ring(0.85 * rw, g.height),
-    ]
-  )
-  return [
-    (
-      np.concatenate([cw._ring(g.foot / 2, 0.0), cw._ring(g.foot / 2, ft)]),
-      0.35 * g.mass,
-    ),
-    (
-      np.concatenate(
-        [cw._ring(g.stem_radius, ft - 0.002), cw._ring(g.stem_radius, st + 0.002)]
-      ),
-      0.10 * g.mass,
-    ),
-    (bowl, 0.55 * g.mass),
-  ]
 
 
 def _slot_glass(glasses, slot: int) -> Glass:
@@ -113,7 +63,7 @@ def slotted_spec(tables_glasses, physics: cw.PhysicsConfig, geoms_of: int = 0):
   glasses = tables_glasses[geoms_of]
   for s in range(SLOTS):
     g = _slot_glass(glasses, s)
-    pos = [g.x, g.y, 0.0] if s < len(glasses) else list(_parked_place(s))
+    pos = [g.x, g.y, 0.0] if s < len(glasses) else list(parked_place(s))
     body = spec.worldbody.add_body(name=f"slot_{s}", pos=pos)
     body.add_freejoint(name=f"slot_{s}")
     for k, (_, mass) in enumerate(glass_parts(g)):
@@ -440,7 +390,7 @@ class GlassWorldBatch:
     if isinstance(segment, _Move):
       p0, h0 = self.cmd[i].copy(), self.heading[i]
       p1 = np.asarray(segment.target, dtype=float)
-      dh = cw._wrap(segment.heading - h0)
+      dh = rq._wrap(segment.heading - h0)
       # As GlassWorld._move: turn the long way round rather than wind wrist_3
       # into its +-360 degree limit.
       if q5[i] - dh > 1.5 * math.pi:
@@ -620,8 +570,8 @@ class GlassWorldBatch:
     blocked = False
     first = way[0]
     if (
-      np.linalg.norm(first[:3] - self.cmd[i]) > cw.MAX_WAYPOINT_STEP
-      or abs(cw._wrap(first[3] - self.heading[i])) > cw.MAX_WAYPOINT_TURN
+      np.linalg.norm(first[:3] - self.cmd[i]) > rq.MAX_WAYPOINT_STEP
+      or abs(rq._wrap(first[3] - self.heading[i])) > rq.MAX_WAYPOINT_TURN
     ):
       # Approach like a push: up, across, down (a touch on the way is blocked).
       yield from self._lift(i)
@@ -681,14 +631,14 @@ class GlassWorldBatch:
     for i, (kind, *args) in requests.items():
       try:
         if kind == "push":
-          glass, start, heading, reach, travel, aim, clean = cw.parse_push(
+          glass, start, heading, reach, travel, aim, clean = rq.parse_push(
             args[0], self.glasses[i], self.taken[i]
           )
           self._begin(i)
           programs[i] = self._push_program(i, start, heading, reach, travel)
           entries[i] = dict(kind="push", request=clean, glass=glass, aim=aim.tolist())
         elif kind == "follow":
-          way, glass, aim = cw.parse_follow(*args, self.glasses[i], self.taken[i])
+          way, glass, aim = rq.parse_follow(*args, self.glasses[i], self.taken[i])
           self._begin(i)
           programs[i] = self._follow_program(i, way)
           entries[i] = dict(kind="follow", request=way.tolist(), glass=glass, aim=aim)
@@ -744,13 +694,13 @@ class GlassWorldBatch:
     states = {}
     for i, glass in glasses.items():
       try:
-        k = cw.glass_index(self.glasses[i], self.taken[i], glass)
+        k = rq.glass_index(self.glasses[i], self.taken[i], glass)
       except ValueError as err:
         replies[i] = ("error", "ValueError", str(err))
         continue
       states[i] = self.glass_states(i)
       me = states[i][k]
-      room = cw.had_room(k, states[i], self.glasses[i])
+      room = hidden.had_room(k, states[i], self.glasses[i])
       slot = cw.RACK_SLOTS[len(self.taken[i])]
       self.taken[i][int(glass)] = dict(room=bool(room), state=me, step=self.steps)
       q, v = self._sq[k], self._sv[k]
@@ -771,7 +721,7 @@ class GlassWorldBatch:
     return replies
 
   def refuse(self, i: int, glass, reason) -> None:
-    cw.glass_index(self.glasses[i], self.taken[i], glass)
+    rq.glass_index(self.glasses[i], self.taken[i], glass)
     if not isinstance(reason, str) or not reason.strip():
       raise ValueError("refuse() needs a non-empty reason string")
     self.refused[i][int(glass)] = reason
@@ -785,13 +735,13 @@ class GlassWorldBatch:
 
   def glass_states(self, i: int) -> list[dict]:
     """True state of every glass of table ``i``."""
-    return cw.glass_states(self.glasses[i], *self._poses(i), self.taken[i])
+    return hidden.glass_states(self.glasses[i], *self._poses(i), self.taken[i])
 
   def look(self, i: int) -> list[dict]:
     self.looks[i] += 1
     xpos, xmat = self._poses(i)
-    states = cw.glass_states(self.glasses[i], xpos, xmat, self.taken[i])
-    return cw.readings(
+    states = hidden.glass_states(self.glasses[i], xpos, xmat, self.taken[i])
+    return hidden.readings(
       self.tables[i], int(self.looks[i]), self.glasses[i], states, xpos, xmat
     )
 

@@ -16,16 +16,35 @@ import mujoco
 import numpy as np
 
 from assets.ur5_rg2 import ARM_JOINT_NAMES, TCP_SITE_NAME, build_ur5_rg2_spec
-from assets.ur5_rg2.model import ARM_JOINT_EFFORT_LIMIT, HAND_BODY_NAME
-from evaluators.glass_push import room as room_rule
+from assets.ur5_rg2.model import (
+  ARM_ARMATURE,
+  ARM_DAMPING,
+  ARM_JOINT_EFFORT_LIMIT,
+  ARM_STIFFNESS,
+  GRIPPER_EFFORT_LIMIT,
+  GRIPPER_KP,
+  GRIPPER_KV,
+  HAND_BODY_NAME,
+)
+from assets.ur5_rg2.model import BASE_QUAT_FACING_X as BASE_QUAT
+from assets.ur5_rg2.model import HOME_ARM_Q as HOME_Q
 from evaluators.glass_push.errors import BudgetSpent, NoOffscreenGL
 from evaluators.glass_push.felt import felt_distances
+from evaluators.glass_push.glasses import ring
 from evaluators.glass_push.hand import (
   LOWEST_TCP_Z,
   PAD_HALF_Z,
   PAD_LEAD,  # noqa: F401 - re-exported for callers of the world module
-  REACH_MAX,
-  REACH_MIN,
+)
+from evaluators.glass_push.hidden import glass_states, had_room, readings
+from evaluators.glass_push.requests import (
+  MAX_WAYPOINT_STEP,
+  MAX_WAYPOINT_TURN,
+  WAYPOINT_DT,
+  _wrap,
+  glass_index,
+  parse_follow,
+  parse_push,
 )
 from evaluators.glass_push.tables import (
   RACK_CENTER,
@@ -41,14 +60,6 @@ from evaluators.glass_push.tables import (
 
 TIMESTEP = 0.002
 HAND_FORCE_SENSOR = "hand_force"
-# Robot placement and servo: the same numbers as assets/ur5_rg2/entity.py
-# (copied so the examiner's worker does not import mjlab; a test checks them).
-BASE_QUAT = (0.0, 0.0, 0.0, 1.0)
-HOME_Q = (0.0, -math.pi / 2, math.pi / 2, -math.pi / 2, -math.pi / 2, 0.0)
-ARM_STIFFNESS = (2000.0, 2000.0, 1500.0, 300.0, 300.0, 300.0)
-ARM_DAMPING = tuple(kp / 20.0 for kp in ARM_STIFFNESS)
-ARM_ARMATURE = (0.3, 0.3, 0.2, 0.05, 0.05, 0.05)
-GRIPPER_KP, GRIPPER_KV, GRIPPER_EFFORT = 12.0, 0.4, 3.0
 
 # The push routine (seed 003).
 DESCEND_SPEED = 0.200  # m/s
@@ -62,19 +73,10 @@ TURN_SPEED = math.pi / 2  # rad/s, heading change in transit
 TOUCH_FORCE = 0.1  # N, descent and feel
 JAM_FORCE = 20.0  # N, push
 LIFT_CLEARANCE = 0.03  # pad bottoms above the tallest glass [m]
-MAX_REACH_REQUEST = 0.30  # m, longest feel
-MAX_TRAVEL_REQUEST = 0.30  # m
-# follow(): waypoints at the recording rate, at most this far apart.
-WAYPOINT_DT = 0.02  # s (50 Hz)
-MAX_WAYPOINT_STEP = 0.006  # m per waypoint (0.3 m/s)
-MAX_WAYPOINT_TURN = math.radians(4.0)
-MAX_CHUNK = 2000
 RECORD_EVERY = int(round(WAYPOINT_DT / TIMESTEP))  # physics steps per sample
 # A glass has stopped once it moves slower than these for 0.1 s.
 STILL_LIN, STILL_ANG = 0.002, 0.05
 SETTLE_MAX_S = 3.0
-TOPPLED_COS = math.cos(math.radians(30.0))
-OFF_TABLE_Z = -0.05  # glass origin below this: knocked off
 
 
 @dataclass(frozen=True)
@@ -131,17 +133,12 @@ def _look_at_quat(pos, target, up=(0.0, 0.0, 1.0)) -> list[float]:
   return quat.tolist()
 
 
-def _ring(radius: float, z: float, n: int = 20) -> np.ndarray:
-  a = np.linspace(0, 2 * np.pi, n, endpoint=False)
-  return np.stack([radius * np.cos(a), radius * np.sin(a), np.full(n, z)], 1)
-
-
 def _add_glass(spec: mujoco.MjSpec, g: Glass, rgba) -> None:
   body = spec.worldbody.add_body(name=f"glass_{g.id}", pos=[g.x, g.y, 0.0])
   body.add_freejoint(name=f"glass_{g.id}")
   common = dict(rgba=rgba, group=1, condim=4, friction=[0, 0.002, 0.0001])
   if g.kind == "tumbler":
-    verts = np.concatenate([_ring(g.foot / 2, 0.0), _ring(g.widest / 2, g.height)])
+    verts = np.concatenate([ring(g.foot / 2, 0.0), ring(g.widest / 2, g.height)])
     spec.add_mesh(name=f"glass_{g.id}_hull", uservert=verts.ravel())
     body.add_geom(
       name=f"glass_{g.id}_body",
@@ -156,16 +153,16 @@ def _add_glass(spec: mujoco.MjSpec, g: Glass, rgba) -> None:
   rw = g.widest / 2
   verts = np.concatenate(
     [
-      _ring(0.012, st),
-      _ring(0.8 * rw, st + 0.25 * bowl_h),
-      _ring(rw, st + 0.6 * bowl_h),
-      _ring(0.85 * rw, g.height),
+      ring(0.012, st),
+      ring(0.8 * rw, st + 0.25 * bowl_h),
+      ring(rw, st + 0.6 * bowl_h),
+      ring(0.85 * rw, g.height),
     ]
   )
   spec.add_mesh(name=f"glass_{g.id}_bowl", uservert=verts.ravel())
   spec.add_mesh(
     name=f"glass_{g.id}_foot",
-    uservert=np.concatenate([_ring(g.foot / 2, 0.0), _ring(g.foot / 2, ft)]).ravel(),
+    uservert=np.concatenate([ring(g.foot / 2, 0.0), ring(g.foot / 2, ft)]).ravel(),
   )
   foot_mass = 0.35 * g.mass
   stem_mass = 0.10 * g.mass
@@ -193,27 +190,19 @@ def _add_glass(spec: mujoco.MjSpec, g: Glass, rgba) -> None:
   )
 
 
-def build_world_spec(glasses, physics: PhysicsConfig) -> mujoco.MjSpec:
-  """The scene: table, robot at its edge, glasses, rack, cameras."""
-  fr = physics.friction
-  spec = build_ur5_rg2_spec()
-  spec.modelname = "glass_push"
-  spec.option.timestep = TIMESTEP
-  spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
-  spec.option.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
-  spec.option.impratio = 10
-  spec.option.iterations = 30
-  spec.visual.global_.offwidth = 640
-  spec.visual.global_.offheight = 480
-  base = spec.body("base")
-  base.quat = list(BASE_QUAT)
-  # The hand: every hand geom meets glass with the pad friction.
+def set_hand_friction(spec: mujoco.MjSpec, friction: Friction) -> None:
+  """Every hand geom meets glass with the pad friction (priority 1)."""
   hand = spec.body(HAND_BODY_NAME)
   for body in [hand, *hand.bodies]:
     for geom in body.geoms:
       geom.priority = 1
-      geom.friction = [fr.pad_glass, 0.005, 0.0001]
-  world = spec.worldbody
+      geom.friction = [friction.pad_glass, 0.005, 0.0001]
+
+
+def add_table(world: mujoco.MjsBody, physics: PhysicsConfig) -> None:
+  """Floor, table top, rack and the optional obstacle: glass-on-table
+  friction (priority 2)."""
+  fr = physics.friction
   fixed = dict(priority=2, condim=4, friction=[fr.glass_table, 0.002, 0.0001])
   tx, ty = TABLE_X, TABLE_Y
   world.add_geom(
@@ -259,13 +248,10 @@ def build_world_spec(glasses, physics: PhysicsConfig) -> mujoco.MjSpec:
       rgba=[0.6, 0.2, 0.2, 1],
       **fixed,
     )
-  palette = [[0.75, 0.88, 0.95, 0.55], [0.85, 0.95, 0.85, 0.55]]
-  for g in glasses:
-    _add_glass(spec, g, palette[g.kind == "stemmed"])
-  # Glass-on-glass friction comes from the glasses' own geoms (priority 0).
-  for g in glasses:
-    for geom in spec.body(f"glass_{g.id}").geoms:
-      geom.friction = [fr.glass_glass, 0.002, 0.0001]
+
+
+def add_cameras_and_lights(world: mujoco.MjsBody) -> None:
+  """``top_view`` above the zone and ``film`` from the robot's right."""
   zx, zy = ZONE_CENTER
   world.add_camera(
     name="top_view",
@@ -286,6 +272,33 @@ def build_world_spec(glasses, physics: PhysicsConfig) -> mujoco.MjSpec:
   )
   world.add_light(pos=[zx, zy, 2.0], dir=[0, 0, -1], diffuse=[0.7, 0.7, 0.7])
   world.add_light(pos=[-0.5, 0.0, 1.5], dir=[0.5, -0.3, -1], diffuse=[0.3, 0.3, 0.3])
+
+
+def build_world_spec(glasses, physics: PhysicsConfig) -> mujoco.MjSpec:
+  """The scene: table, robot at its edge, glasses, rack, cameras."""
+  fr = physics.friction
+  spec = build_ur5_rg2_spec()
+  spec.modelname = "glass_push"
+  spec.option.timestep = TIMESTEP
+  spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
+  spec.option.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
+  spec.option.impratio = 10
+  spec.option.iterations = 30
+  spec.visual.global_.offwidth = 640
+  spec.visual.global_.offheight = 480
+  base = spec.body("base")
+  base.quat = list(BASE_QUAT)
+  set_hand_friction(spec, fr)
+  world = spec.worldbody
+  add_table(world, physics)
+  palette = [[0.75, 0.88, 0.95, 0.55], [0.85, 0.95, 0.85, 0.55]]
+  for g in glasses:
+    _add_glass(spec, g, palette[g.kind == "stemmed"])
+  # Glass-on-glass friction comes from the glasses' own geoms (priority 0).
+  for g in glasses:
+    for geom in spec.body(f"glass_{g.id}").geoms:
+      geom.friction = [fr.glass_glass, 0.002, 0.0001]
+  add_cameras_and_lights(world)
   for name, kp, kv, effort, arm in zip(
     ARM_JOINT_NAMES,
     ARM_STIFFNESS,
@@ -304,7 +317,7 @@ def build_world_spec(glasses, physics: PhysicsConfig) -> mujoco.MjSpec:
   grip.trntype = mujoco.mjtTrn.mjTRN_TENDON
   grip.set_to_position(kp=GRIPPER_KP, kv=GRIPPER_KV)
   grip.forcelimited = True
-  grip.forcerange = [-GRIPPER_EFFORT, GRIPPER_EFFORT]
+  grip.forcerange = [-GRIPPER_EFFORT_LIMIT, GRIPPER_EFFORT_LIMIT]
   # The wrist reading: MuJoCo's contact sensor on the hand's subtree, reduced
   # to the net force in the world frame (data bit 1: force; reduce 3:
   # netforce). C MuJoCo and MuJoCo Warp compute it the same way.
@@ -318,10 +331,6 @@ def build_world_spec(glasses, physics: PhysicsConfig) -> mujoco.MjSpec:
   return spec
 
 
-# Reading noise (standard deviations, metres): see docs/glass_push.md.
-NOISE_POSITION = 0.001
-NOISE_HEIGHT = 0.002
-NOISE_WIDTH = 0.003
 FILM_FPS = 10
 FILM_EVERY = int(round(1 / (FILM_FPS * TIMESTEP)))  # physics steps per frame
 FILM_SIZE = (480, 360)
@@ -330,38 +339,6 @@ RACK_SLOTS = tuple(
   for dy in (-0.045, 0.045)
   for dx in (-0.2, -0.1, 0.0, 0.1, 0.2)
 )
-
-
-def _wrap(angle: float) -> float:
-  return (angle + math.pi) % (2 * math.pi) - math.pi
-
-
-def _number(value, name: str) -> float:
-  if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
-    raise ValueError(f"{name} must be a number, got {value!r}")
-  value = float(value)
-  if not math.isfinite(value):
-    raise ValueError(f"{name} must be finite, got {value}")
-  return value
-
-
-def _point(value, name: str) -> np.ndarray:
-  try:
-    arr = np.asarray(value, dtype=float)
-  except (TypeError, ValueError) as err:
-    raise ValueError(f"{name} must be [x, y], got {value!r}") from err
-  if arr.shape != (2,) or not np.all(np.isfinite(arr)):
-    raise ValueError(f"{name} must be two finite numbers [x, y], got {value!r}")
-  return arr
-
-
-def check_reach(xy: np.ndarray, name: str) -> None:
-  r = float(np.hypot(*xy))
-  if not REACH_MIN <= r <= REACH_MAX:
-    raise ValueError(
-      f"{name} {xy.tolist()} is out of the arm's reach: keep it "
-      f"{REACH_MIN}-{REACH_MAX} m from the robot base at (0, 0)"
-    )
 
 
 def table_glasses(table: int, physics: PhysicsConfig) -> tuple[Glass, ...]:
@@ -374,169 +351,6 @@ def table_glasses(table: int, physics: PhysicsConfig) -> tuple[Glass, ...]:
     if len({g.id for g in glasses}) != len(glasses):
       raise ValueError("glass ids must be unique")
   return tuple(glasses)
-
-
-def glass_states(glasses, xpos, xmat, taken) -> list[dict]:
-  """True state of every glass from its body poses (xpos [G, 3], xmat [G, 9]):
-  position, uprightness, and where it is (table, off, rack)."""
-  out = []
-  for g, pos, mat in zip(glasses, xpos, xmat, strict=True):
-    up = float(np.ravel(mat)[8])
-    if g.id in taken:
-      where = "rack"
-    elif (
-      pos[2] < OFF_TABLE_Z
-      or not TABLE_X[0] <= pos[0] <= TABLE_X[1]
-      or not TABLE_Y[0] <= pos[1] <= TABLE_Y[1]
-    ):
-      where = "off"
-    else:
-      where = "table"
-    out.append(
-      dict(
-        id=g.id,
-        x=float(pos[0]),
-        y=float(pos[1]),
-        z=float(pos[2]),
-        upright=up,
-        standing=bool(up > TOPPLED_COS),
-        where=where,
-      )
-    )
-  return out
-
-
-def readings(table, look, glasses, states, xpos, xmat) -> list[dict]:
-  """The noisy readings of look number ``look`` (noise from table and look)."""
-  rng = np.random.default_rng([table, look, 0x6C6F6F6B])
-  sigma = np.array(
-    [NOISE_POSITION, NOISE_POSITION, NOISE_HEIGHT, NOISE_WIDTH, NOISE_WIDTH]
-  )
-  noise = rng.normal(size=(len(glasses), 5)) * sigma  # [G, 5]
-  out = []
-  for k, (g, s) in enumerate(zip(glasses, states, strict=True)):
-    if s["where"] != "table":
-      continue
-    if s["standing"]:
-      xy = np.array([s["x"], s["y"]])
-    else:  # the middle of its axis
-      rot = np.reshape(xmat[k], (3, 3))
-      xy = (np.asarray(xpos[k]) + rot @ np.array([0.0, 0.0, g.height / 2]))[:2]
-    x, y = xy + noise[k, :2]
-    out.append(
-      {
-        "id": g.id,
-        "x": round(float(x), 4),
-        "y": round(float(y), 4),
-        "height": round(g.height + float(noise[k, 2]), 4),
-        "widest": round(g.widest + float(noise[k, 3]), 4),
-        "foot": round(g.foot + float(noise[k, 4]), 4),
-        "standing": s["standing"],
-      }
-    )
-  return out
-
-
-def had_room(k: int, states: list[dict], glasses) -> bool:
-  """Whether glass ``k`` has room to be taken, on the true states."""
-  me = states[k]
-  others = [
-    (s, g)
-    for s, g in zip(states, glasses, strict=True)
-    if s["where"] == "table" and s["id"] != me["id"]
-  ]
-  return bool(
-    me["where"] == "table"
-    and me["standing"]
-    and room_rule.has_room(
-      np.array([me["x"], me["y"]]),
-      glasses[k].widest,
-      np.array([[s["x"], s["y"]] for s, _ in others]).reshape(-1, 2),
-      np.array([g.widest for _, g in others]),
-    )
-  )
-
-
-def glass_index(glasses, taken, glass) -> int:
-  """Index of a glass id on the table; ValueError for an unknown or taken one."""
-  if isinstance(glass, bool) or not isinstance(glass, (int, np.integer)):
-    raise ValueError(f"glass must be an int id, got {glass!r}")
-  ids = [g.id for g in glasses]
-  if int(glass) not in ids:
-    raise ValueError(f"unknown glass id {glass}; this table's ids are {ids}")
-  if int(glass) in taken:
-    raise ValueError(f"glass {glass} was already taken to the rack")
-  return ids.index(int(glass))
-
-
-def parse_push(request, glasses, taken):
-  """Check a push request; returns (glass, start, heading, reach, travel, aim,
-  the request as plain data for the record) or raises ValueError with the
-  reason."""
-  if not isinstance(request, dict):
-    raise ValueError(f"push() takes a dict, got {type(request).__name__}")
-  need = {"glass", "start", "heading", "reach", "travel", "aim"}
-  if set(request) != need:
-    raise ValueError(
-      f"push() needs exactly the keys {sorted(need)}, got {sorted(request)}"
-    )
-  glass = glasses[glass_index(glasses, taken, request["glass"])].id
-  start = _point(request["start"], "start")
-  aim = _point(request["aim"], "aim")
-  heading = _number(request["heading"], "heading")
-  reach = _number(request["reach"], "reach")
-  travel = _number(request["travel"], "travel")
-  if not 0.0 < reach <= MAX_REACH_REQUEST:
-    raise ValueError(f"reach must be in (0, {MAX_REACH_REQUEST}] m, got {reach}")
-  if not 0.0 <= travel <= MAX_TRAVEL_REQUEST:
-    raise ValueError(f"travel must be in [0, {MAX_TRAVEL_REQUEST}] m, got {travel}")
-  check_reach(start, "start")
-  u = np.array([math.cos(heading), math.sin(heading)])
-  check_reach(start + (reach + travel) * u, "start + (reach+travel)")
-  clean = dict(
-    glass=glass,
-    start=start.tolist(),
-    heading=heading,
-    reach=reach,
-    travel=travel,
-    aim=aim.tolist(),
-  )
-  return glass, start, heading, reach, travel, aim, clean
-
-
-def parse_follow(chunk, glass, aim, glasses, taken):
-  """Check a follow() chunk; returns (waypoints [K, 4], glass, aim) or raises
-  ValueError with the reason."""
-  try:
-    way = np.array(chunk, dtype=float)
-  except (TypeError, ValueError) as err:
-    raise ValueError("chunk must be an array of [x, y, z, heading] rows") from err
-  if way.ndim != 2 or way.shape[1] != 4 or not 1 <= way.shape[0] <= MAX_CHUNK:
-    raise ValueError(
-      f"chunk must have shape [K, 4] (x, y, z, heading) with 1 <= K <= "
-      f"{MAX_CHUNK}, got {way.shape}"
-    )
-  if not np.all(np.isfinite(way)):
-    raise ValueError("chunk holds NaN or infinite values")
-  if glass is not None:
-    glass = glasses[glass_index(glasses, taken, glass)].id
-  if aim is not None:
-    aim = _point(aim, "aim").tolist()
-  # Recorded paths sag a fraction of a millimetre below the lowest height:
-  # accept 2 mm and hold the hand at the lowest height.
-  if np.any(way[:, 2] < LOWEST_TCP_Z - 0.002) or np.any(way[:, 2] > 0.6):
-    raise ValueError(f"waypoint heights must be within [{LOWEST_TCP_Z}, 0.6] m")
-  way[:, 2] = np.maximum(way[:, 2], LOWEST_TCP_Z)
-  for k, row in enumerate(way):
-    check_reach(row[:2], f"waypoint {k}")
-  steps = np.linalg.norm(np.diff(way[:, :3], axis=0), axis=1)
-  turns = np.abs([_wrap(a) for a in np.diff(way[:, 3])])
-  if np.any(steps > MAX_WAYPOINT_STEP + 1e-12) or np.any(turns > MAX_WAYPOINT_TURN):
-    raise ValueError(
-      f"consecutive waypoints (every {WAYPOINT_DT} s) may move at most "
-      f"{MAX_WAYPOINT_STEP} m and {math.degrees(MAX_WAYPOINT_TURN):.0f} degrees"
-    )
-  return way, glass, aim
 
 
 def write_video(path: str, frames: list[np.ndarray]) -> None:

@@ -394,11 +394,9 @@ class CMujocoSimulation:
   def forward(self) -> None:
     self._run(mujoco.mj_forward)
 
-  def step(self, worlds=None) -> None:
-    """One physics step of every world, or only of ``worlds`` (indices; the
-    others keep their state and time)."""
+  def step(self) -> None:
     with self.nan_guard.watch(self._data):
-      self._run(mujoco.mj_step, worlds)
+      self._run(mujoco.mj_step)
 
   def reset(self, env_ids: torch.Tensor | None = None) -> None:
     ids = range(self.num_envs) if env_ids is None else env_ids.flatten().tolist()
@@ -441,7 +439,7 @@ class CMujocoSimulation:
       changed[field] = rows
     return changed
 
-  def _run(self, fn, worlds=None) -> None:
+  def _run(self, fn) -> None:
     push_rows = self._changed_rows()
     expanded = self._model.expanded
     # Inputs go in through one mj_setState per world, from a float64 buffer
@@ -459,8 +457,6 @@ class CMujocoSimulation:
       self._np["ncon"],
     )
 
-    only = None if worlds is None else {int(i) for i in worlds}
-
     def work(chunk_index: int) -> None:
       model = self._mj_model
       if self._thread_models is not None:
@@ -471,19 +467,16 @@ class CMujocoSimulation:
         for field, rows in push_rows.items():
           if i in rows:
             np.copyto(getattr(d, field), self._np[field][i])
-        if only is None or i in only:
-          for field, values in expanded.items():
-            np.copyto(getattr(model, field), values[i].numpy())
-          try:
-            fn(model, d)
-          except mujoco.FatalError as error:  # e.g. the contact arena is full
-            raise RuntimeError(
-              f"C MuJoCo failed in environment {i}: {error}"
-            ) from error
-          sensordata[i] = d.sensordata
-          warnings[i] = d.warning.number
-          ncon[i] = d.ncon
+        for field, values in expanded.items():
+          np.copyto(getattr(model, field), values[i].numpy())
+        try:
+          fn(model, d)
+        except mujoco.FatalError as error:  # e.g. the arena (contact buffer) is full
+          raise RuntimeError(f"C MuJoCo failed in environment {i}: {error}") from error
         mujoco.mj_getState(model, d, outputs[i], out_spec)
+        sensordata[i] = d.sensordata
+        warnings[i] = d.warning.number
+        ncon[i] = d.ncon
 
     # The main thread takes the first chunk; the pool takes the rest.
     futures = [self._pool.submit(work, k) for k in range(1, len(self._chunks))]

@@ -12,7 +12,7 @@ import mujoco
 import numpy as np
 
 from assets.ur5_rg2 import ARM_JOINT_NAMES, TCP_SITE_NAME, build_ur5_rg2_spec
-from assets.ur5_rg2.entity import BASE_QUAT_FACING_X
+from assets.ur5_rg2.model import BASE_QUAT_FACING_X
 
 
 @dataclass
