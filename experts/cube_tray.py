@@ -51,8 +51,8 @@ from mjlab.utils.lab_api.math import (
 )
 
 from assets.ur5_rg2 import ARM_JOINT_NAMES
+from assets.ur5_rg2.kinematics import ArmKinematics, tool_down_rotation
 from mjlab_tasks.common.actions import CartesianPoseAction, JointTargetAction
-from mjlab_tasks.common.kinematics import ArmKinematics, tool_down_rotation
 
 if TYPE_CHECKING:
   from mjlab.envs import ManagerBasedRlEnv

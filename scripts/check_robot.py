@@ -75,8 +75,8 @@ def main(args: Args) -> int:
   quiet_warp()
 
   from assets.ur5_rg2 import ARM_JOINT_NAMES
+  from assets.ur5_rg2.kinematics import ArmKinematics, tool_down_rotation
   from mjlab_tasks.common.c_engine import make_env
-  from mjlab_tasks.common.kinematics import ArmKinematics, tool_down_rotation
   from mjlab_tasks.common.mdp import physics_health, wrist_force
   from mjlab_tasks.common.scene import ROBOT, cube_entity_cfg, make_robot_env_cfg
 

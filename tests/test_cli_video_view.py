@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from script_runner import ROOT
 
-from mjlab_tasks.common.kinematics import ArmKinematics
+from assets.ur5_rg2.kinematics import ArmKinematics
 from mjlab_tasks.common.video import CameraView
 from mjlab_tasks.cube_tray.env_cfg import (
   CUBE_HALF,

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
+from assets.ur5_rg2.kinematics import ArmKinematics, tool_down_rotation
 from mjlab_tasks.common.actions import limit_joint_step
 from mjlab_tasks.common.c_engine import make_env
-from mjlab_tasks.common.kinematics import ArmKinematics, tool_down_rotation
 from mjlab_tasks.common.mdp import wrist_force
 from mjlab_tasks.common.scene import ROBOT, cube_entity_cfg, make_robot_env_cfg
 

@@ -21,6 +21,7 @@ import torch
 from mjlab.utils.lab_api.math import quat_from_matrix
 
 from assets.ur5_rg2 import ARM_JOINT_NAMES, HOME_JOINT_POS
+from assets.ur5_rg2.kinematics import ArmKinematics, tool_down_rotation
 from experts.cube_tray import (
   ACTION_NAMES,
   delta_pose_action,
@@ -30,7 +31,6 @@ from experts.cube_tray import (
   tool_down_quat,
   tool_yaw,
 )
-from mjlab_tasks.common.kinematics import ArmKinematics, tool_down_rotation
 
 NUM_ENVS = 3
 RESET_STEP = 20  # 1 s: every env is still approaching its cube.

@@ -30,6 +30,7 @@ import warp as wp
 from mjlab.utils.lab_api.math import axis_angle_from_quat, quat_from_matrix
 
 from assets.ur5_rg2 import ARM_JOINT_NAMES, TCP_SITE_NAME, build_ur5_rg2_spec
+from assets.ur5_rg2.kinematics import dls_step_batched
 from evaluators.glass_push import hidden
 from evaluators.glass_push import requests as rq
 from evaluators.glass_push import world as cw
@@ -343,12 +344,8 @@ class GlassWorldBatch:
     jac = torch.cat(
       [self._jacp_t[:, :, self._kdof], self._jacr_t[:, :, self._kdof]], 1
     ).double()
-    err = torch.cat([e_p, e_r], 1)[:, :, None]
-    eye = 1e-4 * torch.eye(6, dtype=torch.float64, device=dev)
-    step = jac.transpose(1, 2) @ torch.linalg.solve(
-      jac @ jac.transpose(1, 2) + eye, err
-    )
-    self._qref = self._qref + step[:, :, 0]
+    err = torch.cat([e_p, e_r], 1)
+    self._qref = self._qref + dls_step_batched(jac, err, cw.IK_DAMPING)
 
   def _tick(self) -> np.ndarray:
     """IK toward the commanded poses, then one 2 ms physics step of every

@@ -16,6 +16,7 @@ import mujoco
 import numpy as np
 
 from assets.ur5_rg2 import ARM_JOINT_NAMES, TCP_SITE_NAME, build_ur5_rg2_spec
+from assets.ur5_rg2.kinematics import ArmKinematics
 from assets.ur5_rg2.model import (
   ARM_ARMATURE,
   ARM_DAMPING,
@@ -59,6 +60,7 @@ from evaluators.glass_push.tables import (
 )
 
 TIMESTEP = 0.002
+IK_DAMPING = 0.01  # the hand's reference IK (lambda of the 6x6 solve)
 HAND_FORCE_SENSOR = "hand_force"
 
 # The push routine (seed 003).
@@ -563,17 +565,7 @@ class GlassWorld:
     self._gv = np.array([m.joint(f"glass_{g.id}").dofadr[0] for g in self.glasses])
     self._gv6 = (self._gv[:, None] + np.arange(6)).ravel()
     # Kinematic replica of the robot alone, for the hand's IK.
-    kspec = build_ur5_rg2_spec()
-    kspec.body("base").quat = list(BASE_QUAT)
-    self._km = kspec.compile()
-    self._kd = mujoco.MjData(self._km)
-    self._kq = np.array([self._km.joint(n).qposadr[0] for n in ARM_JOINT_NAMES])
-    self._kdof = np.array([self._km.joint(n).dofadr[0] for n in ARM_JOINT_NAMES])
-    self._ksite = self._km.site(TCP_SITE_NAME).id
-    self._jacp = np.zeros((3, self._km.nv))
-    self._jacr = np.zeros((3, self._km.nv))
-    self._quat = np.zeros(4)
-    self._erot = np.zeros(3)
+    self._kin = ArmKinematics(base_quat=BASE_QUAT)
     tallest = max(g.height for g in self.glasses)
     self.z_safe = tallest + LIFT_CLEARANCE + PAD_HALF_Z
     # State of the run.
@@ -607,20 +599,8 @@ class GlassWorld:
 
   def _ik_step(self, target_p: np.ndarray, target_r: np.ndarray) -> None:
     """One damped least-squares step of the arm reference toward a tool pose."""
-    km, kd = self._km, self._kd
-    kd.qpos[self._kq] = self._qref
-    mujoco.mj_kinematics(km, kd)
-    mujoco.mj_comPos(km, kd)
-    e_p = target_p - kd.site_xpos[self._ksite]
-    rot = kd.site_xmat[self._ksite].reshape(3, 3)
-    mujoco.mju_mat2Quat(self._quat, (target_r @ rot.T).ravel())
-    mujoco.mju_quat2Vel(self._erot, self._quat, 1.0)
-    mujoco.mj_jacSite(km, kd, self._jacp, self._jacr, self._ksite)
-    jac = np.vstack([self._jacp[:, self._kdof], self._jacr[:, self._kdof]])
-    err = np.concatenate([e_p, self._erot])
-    self._qref = self._qref + jac.T @ np.linalg.solve(
-      jac @ jac.T + 1e-4 * np.eye(6), err
-    )
+    dq, _ = self._kin.dls_step(self._qref, target_p, target_r, IK_DAMPING)
+    self._qref = self._qref + dq
 
   def hand_force(self) -> float:
     """Norm of the vector sum of contact forces acting on the hand [N]."""

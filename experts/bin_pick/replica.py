@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import mujoco
 import numpy as np
 
+from assets.ur5_rg2.kinematics import ArmKinematics
 from assets.ur5_rg2.model import PAD_GEOM_NAMES, RG2_MAX_OPENING
 from experts.bin_pick.grasps import (
   GraspCandidates,
@@ -39,7 +40,6 @@ from experts.bin_pick.grasps import (
   grasp_candidates,
 )
 from mjlab_tasks.common.c_engine import copy_model
-from mjlab_tasks.common.kinematics import ArmKinematics
 
 REJECTION_REASONS = (
   "ik",

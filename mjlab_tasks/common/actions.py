@@ -23,6 +23,8 @@ from mjlab.utils.lab_api.math import (
   quat_mul,
 )
 
+from assets.ur5_rg2.kinematics import dls_step_batched
+
 if TYPE_CHECKING:
   from mjlab.envs import ManagerBasedRlEnv
 
@@ -205,10 +207,7 @@ class CartesianPoseAction(_ArmActionBase):
     err = torch.cat([pos_err, rot_err], dim=-1)  # [B, 6]
     # Hold the current pose until the first action after a reset arrives.
     err[~self._has_target] = 0.0
-    jac = self.jacobian()
-    jjt = jac @ jac.transpose(1, 2)
-    jjt.diagonal(dim1=-2, dim2=-1).add_(self.cfg.damping**2)
-    dq = (jac.transpose(1, 2) @ torch.linalg.solve(jjt, err.unsqueeze(-1))).squeeze(-1)
+    dq = dls_step_batched(self.jacobian(), err, self.cfg.damping)
     self._apply_joint_step(dq)
 
   def reset(self, env_ids: torch.Tensor | slice | None = None) -> None:

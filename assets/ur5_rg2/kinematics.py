@@ -1,7 +1,11 @@
-"""CPU kinematics on the C MuJoCo engine: a replica of the robot for planning.
+"""The robot's damped least-squares IK: one way, in two forms.
 
-Used by experts to prepare joint waypoints; never touches live simulation
-state (it works on its own ``MjData``).
+``ArmKinematics`` (C MuJoCo, NumPy) is a replica of the robot for planning
+and for the glass examiner's hand: experts prepare joint waypoints with it,
+the examiner steps its reference with ``dls_step``; it never touches live
+simulation state (it works on its own ``MjData``). ``dls_step_batched``
+(torch) is the same step for a batch of Jacobians: the suite's Cartesian
+action term and the examiner's MuJoCo Warp world use it.
 """
 
 from __future__ import annotations
@@ -11,8 +15,12 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
-from assets.ur5_rg2 import ARM_JOINT_NAMES, TCP_SITE_NAME, build_ur5_rg2_spec
-from assets.ur5_rg2.model import BASE_QUAT_FACING_X
+from assets.ur5_rg2.model import (
+  ARM_JOINT_NAMES,
+  BASE_QUAT_FACING_X,
+  TCP_SITE_NAME,
+  build_ur5_rg2_spec,
+)
 
 
 @dataclass
@@ -57,6 +65,8 @@ class ArmKinematics:
     joints = [model.joint(prefix + n) for n in ARM_JOINT_NAMES]
     self._dofs = np.array([j.dofadr[0] for j in joints])
     self._qadr = np.array([j.qposadr[0] for j in joints])
+    self._jacp = np.zeros((3, model.nv))
+    self._jacr = np.zeros((3, model.nv))
     self._lo = model.jnt_range[[j.id for j in joints], 0]
     self._hi = model.jnt_range[[j.id for j in joints], 1]
 
@@ -91,28 +101,46 @@ class ArmKinematics:
   ) -> IkResult:
     """Damped least-squares IK for the tool pose, started from ``q_init``."""
     q = np.array(q_init, dtype=float)
-    jacp = np.zeros((3, self.model.nv))
-    jacr = np.zeros((3, self.model.nv))
     pos_err = rot_err = np.inf
     for _ in range(iterations):
-      pos, rot = self.tool_pose(q)
-      e_pos = target_pos - pos
-      e_rot = np.zeros(3)
-      quat = np.zeros(4)
-      mujoco.mju_mat2Quat(quat, (target_rot @ rot.T).ravel())
-      mujoco.mju_quat2Vel(e_rot, quat, 1.0)
-      pos_err, rot_err = float(np.linalg.norm(e_pos)), float(np.linalg.norm(e_rot))
+      dq, err = self.dls_step(q, target_pos, target_rot, damping)
+      pos_err, rot_err = float(np.linalg.norm(err[:3])), float(np.linalg.norm(err[3:]))
       if pos_err < pos_tol and rot_err < rot_tol:
         break
-      mujoco.mj_comPos(self.model, self.data)
-      mujoco.mj_jacSite(self.model, self.data, jacp, jacr, self._site)
-      jac = np.vstack([jacp[:, self._dofs], jacr[:, self._dofs]])
-      err = np.concatenate([e_pos, e_rot])
-      dq = jac.T @ np.linalg.solve(jac @ jac.T + damping**2 * np.eye(6), err)
       q = np.clip(q + dq, self._lo, self._hi)
     return IkResult(
       q, pos_err, rot_err, pos_err < pos_tol * 10 and rot_err < rot_tol * 10
     )
+
+  def dls_step(
+    self, q: np.ndarray, target_pos: np.ndarray, target_rot: np.ndarray, damping: float
+  ) -> tuple[np.ndarray, np.ndarray]:
+    """One damped least-squares step toward a tool pose from arm joints ``q``.
+
+    Returns the joint step [6] and the pose error [6] (position, rotation
+    vector) it was computed from.
+    """
+    pos, rot = self.tool_pose(q)
+    e_rot = np.zeros(3)
+    quat = np.zeros(4)
+    mujoco.mju_mat2Quat(quat, (target_rot @ rot.T).ravel())
+    mujoco.mju_quat2Vel(e_rot, quat, 1.0)
+    err = np.concatenate([target_pos - pos, e_rot])
+    mujoco.mj_comPos(self.model, self.data)
+    mujoco.mj_jacSite(self.model, self.data, self._jacp, self._jacr, self._site)
+    jac = np.vstack([self._jacp[:, self._dofs], self._jacr[:, self._dofs]])
+    dq = jac.T @ np.linalg.solve(jac @ jac.T + damping**2 * np.eye(6), err)
+    return dq, err
+
+
+def dls_step_batched(jac, err, damping: float):
+  """``ArmKinematics.dls_step``'s solve for a batch (torch): Jacobians
+  [B, 6, n] and pose errors [B, 6] -> joint steps [B, n]."""
+  import torch
+
+  jjt = jac @ jac.transpose(1, 2)
+  jjt.diagonal(dim1=-2, dim2=-1).add_(damping**2)
+  return (jac.transpose(1, 2) @ torch.linalg.solve(jjt, err.unsqueeze(-1))).squeeze(-1)
 
 
 def tool_down_rotation(yaw: float = 0.0) -> np.ndarray:
