@@ -228,3 +228,19 @@ def test_mjlab_train_runs_the_task(tmp_path):
   result = train_two_iterations("GlassPush-UR5-RG2", tmp_path)
   assert result.returncode == 0, result.stderr[-2000:]
   assert list(tmp_path.rglob("model_1.pt"))
+
+
+def test_the_top_view_is_an_image_observation_only_when_asked(env):
+  assert "camera" not in env.observation_manager.active_terms
+  viewed = make_env(
+    glass_push_env_cfg(tables=POOL[:2], num_envs=2, top_view=True), engine="mujoco"
+  )
+  try:
+    obs, _ = viewed.reset()
+    image = obs["camera"]["top_view_rgb"]
+    assert image.shape == (2, 384, 384, 3) and image.dtype == torch.uint8
+    # Two tables, two pictures; glasses stand out from the table top.
+    assert (image[0].float() - image[1].float()).abs().mean() > 1.0
+    assert image.float().std() > 10.0
+  finally:
+    viewed.close()

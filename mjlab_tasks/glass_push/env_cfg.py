@@ -36,10 +36,12 @@ from mjlab.managers.observation_manager import ObservationGroupCfg, ObservationT
 from mjlab.managers.reward_manager import RewardTermCfg
 from mjlab.managers.scene_entity_config import SceneEntityCfg
 from mjlab.managers.termination_manager import TerminationTermCfg
+from mjlab.sensor import CameraSensorCfg
 
 from assets.ur5_rg2 import GRIPPER_ACTUATOR_NAME, TCP_SITE_NAME
 from mjlab_tasks.common import mdp as common_mdp
 from mjlab_tasks.common.actions import GripperActionCfg
+from mjlab_tasks.common.cameras import CAMERA_GROUP, camera_rgb
 from mjlab_tasks.common.scene import ROBOT, make_robot_env_cfg
 from mjlab_tasks.glass_push import mdp
 from mjlab_tasks.glass_push.events import place_glasses
@@ -55,6 +57,8 @@ from mjlab_tasks.glass_push.scene import (
 )
 
 TRAINING_POOL = tuple(range(0, 64))
+TOP_VIEW_SENSOR = "top_view"
+TOP_VIEW_SIZE = 384
 PLAY_POOL = tuple(range(10_000, 10_050))
 POLICY_DT = 0.05
 SUCCESS_TERM = "table_cleared"
@@ -66,6 +70,7 @@ def glass_push_env_cfg(
   num_envs: int = 1,
   physics: PhysicsConfig | None = None,
   end_on_success: bool = True,
+  top_view: bool = False,
 ) -> ManagerBasedRlEnvCfg:
   """Glass-pushing environment.
 
@@ -78,6 +83,10 @@ def glass_push_env_cfg(
     physics: The hidden friction and, for tests, fixture glasses or an
       obstacle (``scene.PhysicsConfig``; default: the examiner's).
     end_on_success: Success ends the episode.
+    top_view: Add the examiner's top view as an image observation: group
+      ``camera``, term ``top_view_rgb`` [N, 384, 384, 3] uint8 (750 mm above
+      the zone, straight down, the arm not drawn). None by default: no
+      camera sensor, nothing rendered.
   """
   from mjlab.entity import EntityCfg
 
@@ -130,6 +139,17 @@ def glass_push_env_cfg(
     "actor": ObservationGroupCfg(actor, enable_corruption=False),
     "critic": ObservationGroupCfg(critic, enable_corruption=False),
   }
+  if top_view:
+    cfg.scene.sensors = (*cfg.scene.sensors, top_view_sensor_cfg())
+    cfg.observations[CAMERA_GROUP] = ObservationGroupCfg(
+      {
+        "top_view_rgb": ObservationTermCfg(
+          func=camera_rgb, params={"sensor_name": TOP_VIEW_SENSOR}
+        )
+      },
+      concatenate_terms=False,
+      enable_corruption=False,
+    )
   cfg.events["place_glasses"] = EventTermCfg(
     func=place_glasses, mode="reset", params=p | {"fixture": physics.glasses}
   )
@@ -170,21 +190,14 @@ def glass_push_env_cfg(
   return cfg
 
 
-def examiner_env_cfg(
-  tables: Sequence[int], physics: PhysicsConfig | None = None
-) -> ManagerBasedRlEnvCfg:
-  """The examiner's world (``world.GlassWorld``): the task's scene, physics
-  and hand, one environment per table; no observation beyond the tool pose,
-  no reward, no termination (the examiner drives the physics itself)."""
-  cfg = glass_push_env_cfg(tables=tables, num_envs=len(tables), physics=physics)
-  tcp = {"asset_cfg": SceneEntityCfg(ROBOT, site_names=(TCP_SITE_NAME,))}
-  cfg.observations = {
-    "actor": ObservationGroupCfg(
-      {"tcp_pose": ObservationTermCfg(func=common_mdp.site_pose_w, params=tcp)},
-      enable_corruption=False,
-    )
-  }
-  cfg.rewards, cfg.metrics = {}, {}
-  cfg.terminations = {}
-  cfg.episode_length_s = 1e9
-  return cfg
+def top_view_sensor_cfg() -> CameraSensorCfg:
+  """The examiner's ``top_view`` camera (on the table entity) as a sensor;
+  geom groups 0 and 1 only: the arm (group 2) never hides a glass."""
+  return CameraSensorCfg(
+    name=TOP_VIEW_SENSOR,
+    camera_name=f"{TABLE_ENTITY}/top_view",
+    width=TOP_VIEW_SIZE,
+    height=TOP_VIEW_SIZE,
+    data_types=("rgb",),
+    enabled_geom_groups=(0, 1),
+  )
