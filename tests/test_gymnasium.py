@@ -25,7 +25,8 @@ from mjlab_tasks.common.gym_env import MjlabVectorEnv
 
 CUBE = "CubeTray-UR5-RG2"
 BIN = "BinPick-UR5-RG2"
-IDS = (CUBE, f"{CUBE}-Play", BIN, f"{BIN}-Play")
+GLASS = "GlassPush-UR5-RG2"
+IDS = (CUBE, f"{CUBE}-Play", BIN, f"{BIN}-Play", GLASS, f"{GLASS}-Play")
 
 
 def _cfg(task: str, num_envs: int, play: bool = False):
