@@ -244,3 +244,34 @@ def test_the_top_view_is_an_image_observation_only_when_asked(env):
     assert image.float().std() > 10.0
   finally:
     viewed.close()
+
+
+def test_readings_match_the_examiners_look_for_standing_and_lying_glasses(env):
+  """The task's noiseless readings against the examiner's ``look`` rule
+  (``hidden.readings``, whose noise is at most a few millimetres): a lying
+  glass is read at the middle of its axis, half its height from its foot."""
+  from evaluators.glass_push import hidden
+
+  env.reset()
+  g = _true_glasses(0)[0]
+  _set_glass(env, 0, 0, (g.x, g.y, 0.04), (0.7071, 0.7071, 0.0, 0.0))
+  env.sim.forward()  # (a step would end the episode: the glass is toppled)
+  env.scene.update(dt=0.0)
+  got = mdp.glass_readings(env, POOL, noisy=False).reshape(4, SLOTS, 7)[0]
+  glasses = _true_glasses(0)
+  body = [
+    env.scene[GLASS_ENTITY.format(slot=s)].indexing.body_ids[0]
+    for s in range(len(glasses))
+  ]
+  xpos = env.sim.data.xpos[0, body].double().numpy()
+  xmat = env.sim.data.xmat[0, body].double().reshape(-1, 9).numpy()
+  states = hidden.glass_states(glasses, xpos, xmat, {})
+  looked = hidden.readings(0, 1, glasses, states, xpos, xmat)
+  assert not looked[0]["standing"] and got[0, 5] == 0 and got[0, 6] == 1
+  for k, r in enumerate(looked):
+    np.testing.assert_allclose(got[k, :2].numpy(), (r["x"], r["y"]), atol=0.006)
+    np.testing.assert_allclose(
+      got[k, 2:5].numpy(), (r["height"], r["widest"], r["foot"]), atol=0.015
+    )
+  # The lying glass is read half its height away from its foot.
+  assert np.hypot(*(got[0, :2].numpy() - xpos[0, :2])) > g.height / 2 - 0.01
