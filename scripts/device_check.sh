@@ -14,6 +14,8 @@ python scripts/benchmark.py --task GlassPush --engine warp --device cuda:0 \
   --num-envs 16 128 1024 --steps 200 --json "$OUT/bench_glass_gpu.json" 2>&1 | tee "$OUT/bench_glass_gpu.txt"
 python scripts/benchmark.py --task GlassPush --engine mujoco \
   --num-envs 1 16 --steps 200 --json "$OUT/bench_glass_cpu.json" 2>&1 | tee "$OUT/bench_glass_cpu.txt"
+python scripts/benchmark.py --task GlassPush-UR5-RG2 --engine warp --device cuda:0 \
+  --num-envs 64 1024 4096 --steps 20 --json "$OUT/bench_glass_task_gpu.json" 2>&1 | tee "$OUT/bench_glass_task_gpu.txt"
 # GPU training (issue 18): CubeTray on MuJoCo Warp for TRAIN_SECONDS, then the
 # last checkpoint scored by the evaluator over 256 episodes, and its curves.
 TRAIN_SECONDS="${TRAIN_SECONDS:-420}"
