@@ -242,10 +242,14 @@ class CMujocoSimulation:
     self._lazy_views: dict[str, list[np.ndarray]] = {}
     self._data._pull_field = self._pull_lazy_field
     self._init_state_buffers()
+    # Fields whose defaults differ per world (mesh variants), as mjlab's
+    # domain randomization expects them: [num_envs, ...].
+    self._per_world_defaults: set[str] = set()
     for name, values in per_world.items():
       self._model.set_per_world(name, values)
       if values.dtype.kind == "f":
         self._default_model_fields[name] = self._model.expanded[name].clone()
+        self._per_world_defaults.add(name)
     if per_world:
       self._thread_models = [copy_model(model) for _ in range(len(self._chunks))]
       self._pulled_versions = self._state_versions()
@@ -327,7 +331,7 @@ class CMujocoSimulation:
 
   @property
   def per_world_default_fields(self) -> set[str]:
-    return set(self._default_model_fields) & set(self._model.expanded)
+    return set(self._per_world_defaults)
 
   @property
   def world_to_variant(self) -> dict[str, torch.Tensor]:
