@@ -11,6 +11,8 @@ import numpy as np
 from evaluators.glass_push.tables import TABLE_HEIGHT, Glass
 
 PARTS = 3
+# Clear glass, a little tinted so the two kinds tell apart in pictures.
+PALETTE = {"tumbler": (0.75, 0.88, 0.95, 0.55), "stemmed": (0.85, 0.95, 0.85, 0.55)}
 # An unused slot's glass: a small tumbler standing on the floor.
 PARKED = Glass(
   id=-1, kind="tumbler", x=0.0, y=0.0, height=0.06, widest=0.06, foot=0.05, mass=0.1

@@ -36,7 +36,13 @@ from evaluators.glass_push import requests as rq
 from evaluators.glass_push import world as cw
 from evaluators.glass_push.errors import BudgetSpent
 from evaluators.glass_push.felt import felt_distances
-from evaluators.glass_push.glasses import PARKED, PARTS, glass_parts, parked_place
+from evaluators.glass_push.glasses import (
+  PALETTE,
+  PARKED,
+  PARTS,
+  glass_parts,
+  parked_place,
+)
 from evaluators.glass_push.hand import LOWEST_TCP_Z, PAD_HALF_Z
 from evaluators.glass_push.tables import MAX_GLASSES, Glass
 
@@ -60,7 +66,6 @@ def slotted_spec(tables_glasses, physics: cw.PhysicsConfig, geoms_of: int = 0):
     for s in range(SLOTS):
       for k, (verts, _) in enumerate(glass_parts(_slot_glass(glasses, s))):
         spec.add_mesh(name=f"t{t}_s{s}_p{k}", uservert=verts.ravel())
-  palette = [[0.75, 0.88, 0.95, 0.55], [0.85, 0.95, 0.85, 0.55]]
   glasses = tables_glasses[geoms_of]
   for s in range(SLOTS):
     g = _slot_glass(glasses, s)
@@ -73,7 +78,7 @@ def slotted_spec(tables_glasses, physics: cw.PhysicsConfig, geoms_of: int = 0):
         type=mujoco.mjtGeom.mjGEOM_MESH,
         meshname=f"t{geoms_of}_s{s}_p{k}",
         mass=mass,
-        rgba=palette[g.kind == "stemmed"],
+        rgba=list(PALETTE[g.kind]),
         group=1,
         condim=4,
         friction=[physics.friction.glass_glass, 0.002, 0.0001],

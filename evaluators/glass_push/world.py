@@ -31,7 +31,7 @@ from assets.ur5_rg2.model import BASE_QUAT_FACING_X as BASE_QUAT
 from assets.ur5_rg2.model import HOME_ARM_Q as HOME_Q
 from evaluators.glass_push.errors import BudgetSpent, NoOffscreenGL
 from evaluators.glass_push.felt import felt_distances
-from evaluators.glass_push.glasses import ring
+from evaluators.glass_push.glasses import PALETTE, ring
 from evaluators.glass_push.hand import (
   LOWEST_TCP_Z,
   PAD_HALF_Z,
@@ -293,9 +293,8 @@ def build_world_spec(glasses, physics: PhysicsConfig) -> mujoco.MjSpec:
   set_hand_friction(spec, fr)
   world = spec.worldbody
   add_table(world, physics)
-  palette = [[0.75, 0.88, 0.95, 0.55], [0.85, 0.95, 0.85, 0.55]]
   for g in glasses:
-    _add_glass(spec, g, palette[g.kind == "stemmed"])
+    _add_glass(spec, g, list(PALETTE[g.kind]))
   # Glass-on-glass friction comes from the glasses' own geoms (priority 0).
   for g in glasses:
     for geom in spec.body(f"glass_{g.id}").geoms:

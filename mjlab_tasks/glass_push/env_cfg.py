@@ -39,6 +39,7 @@ from mjlab.managers.termination_manager import TerminationTermCfg
 from mjlab.sensor import CameraSensorCfg
 
 from assets.ur5_rg2 import GRIPPER_ACTUATOR_NAME, TCP_SITE_NAME
+from evaluators.glass_push.world import TIMESTEP
 from mjlab_tasks.common import mdp as common_mdp
 from mjlab_tasks.common.actions import GripperActionCfg
 from mjlab_tasks.common.cameras import CAMERA_GROUP, camera_rgb
@@ -49,7 +50,6 @@ from mjlab_tasks.glass_push.scene import (
   GLASS_ENTITY,
   SLOTS,
   TABLE_ENTITY,
-  TIMESTEP,
   PhysicsConfig,
   glass_entity_cfg,
   robot_entity_cfg,

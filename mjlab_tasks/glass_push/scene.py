@@ -23,7 +23,7 @@ from mjlab.entity import EntityCfg
 from mjlab.entity.variants import VariantEntityCfg
 
 from assets.ur5_rg2 import build_ur5_rg2_spec, ur5_rg2_entity_cfg
-from evaluators.glass_push.glasses import PARKED, glass_parts, parked_place
+from evaluators.glass_push.glasses import PALETTE, PARKED, glass_parts, parked_place
 from evaluators.glass_push.tables import (
   MAX_GLASSES,
   ZONE_CENTER,
@@ -41,7 +41,6 @@ from evaluators.glass_push.world import (
 from evaluators.glass_push.world import table_glasses as world_table_glasses
 
 SLOTS = MAX_GLASSES
-TIMESTEP = 0.002  # the examiner's physics step [s]
 # The hand's start: tool point 0.30 m above the table, 0.25 m to the left of
 # the zone's centre, level and pointing along +x (``hand_rotation(0)``); the
 # joint positions are the IK solution (tests check the pose).
@@ -57,7 +56,6 @@ START_JOINT_POS = {
 }
 GLASS_ENTITY = "glass_{slot}"
 TABLE_ENTITY = "table"
-PALETTE = {"tumbler": (0.75, 0.88, 0.95, 0.55), "stemmed": (0.85, 0.95, 0.85, 0.55)}
 
 
 @functools.cache
