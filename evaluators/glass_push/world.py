@@ -31,7 +31,7 @@ from assets.ur5_rg2.model import BASE_QUAT_FACING_X as BASE_QUAT
 from assets.ur5_rg2.model import HOME_ARM_Q as HOME_Q
 from evaluators.glass_push.errors import BudgetSpent, NoOffscreenGL
 from evaluators.glass_push.felt import felt_distances
-from evaluators.glass_push.glasses import PALETTE, ring
+from evaluators.glass_push.glasses import PALETTE, glass_parts, ring
 from evaluators.glass_push.hand import (
   LOWEST_TCP_Z,
   PAD_HALF_Z,
@@ -151,21 +151,11 @@ def _add_glass(spec: mujoco.MjSpec, g: Glass, rgba) -> None:
     )
     return
   ft, st = g.foot_thickness, g.stem_top
-  bowl_h = g.height - st
-  rw = g.widest / 2
-  verts = np.concatenate(
-    [
-      ring(0.012, st),
-      ring(0.8 * rw, st + 0.25 * bowl_h),
-      ring(rw, st + 0.6 * bowl_h),
-      ring(0.85 * rw, g.height),
-    ]
-  )
-  spec.add_mesh(name=f"glass_{g.id}_bowl", uservert=verts.ravel())
-  spec.add_mesh(
-    name=f"glass_{g.id}_foot",
-    uservert=np.concatenate([ring(g.foot / 2, 0.0), ring(g.foot / 2, ft)]).ravel(),
-  )
+  # The foot disk and bowl of the glasses' shared parts (the stem here is a
+  # cylinder, not the parts' 20-sided hull).
+  (foot, _), _, (bowl, _) = glass_parts(g)
+  spec.add_mesh(name=f"glass_{g.id}_bowl", uservert=bowl.ravel())
+  spec.add_mesh(name=f"glass_{g.id}_foot", uservert=foot.ravel())
   foot_mass = 0.35 * g.mass
   stem_mass = 0.10 * g.mass
   body.add_geom(
