@@ -15,6 +15,16 @@ auto-resets included) and reports:
 ``--task GlassPush-UR5-RG2`` runs the glass task with seeded random actions
 (it has no expert), environment i on training table i mod 16; its bare
 reference is the template model (the first table's meshes in every world).
+``--task BinPick-UR5-RG2`` runs bin picking (12 objects poured into the
+default bin) with seeded random actions.
+
+On the C engine, ``--loop compiled python`` measures both control loops side
+by side: ``compiled`` runs each policy step's physics steps with the
+compiled arm control (``mjlab_tasks.common.compiled_control``), ``python``
+keeps mjlab's Python loop. Every row also gives simulated seconds per
+wall-clock second (``sim_s_per_s``), the unit of ManiSkill's CPU figures;
+``--plot`` draws physics throughput against ``--num-envs`` per engine and
+loop, with the bare-physics references.
 ``--task GlassPush`` measures the glass examiner instead: ``--num-envs``
 tables (10000, 10001, ...) holding their hands over their glasses, one
 "step" being one 2 ms physics step with the examiner's control (IK, servo,
@@ -47,15 +57,16 @@ from cli_args import (
   parse,
 )
 
-TASKS = ("CubeTray-UR5-RG2", "GlassPush-UR5-RG2", "GlassPush")
+TASKS = ("CubeTray-UR5-RG2", "BinPick-UR5-RG2", "GlassPush-UR5-RG2", "GlassPush")
+LOOPS = ("compiled", "python")
 
 
 @dataclass
 class Args:
   task: str = "CubeTray-UR5-RG2"
-  """Task id to measure: CubeTray-UR5-RG2, GlassPush-UR5-RG2 (random
-  actions), or GlassPush (the glass examiner's control loop, C GlassWorld vs
-  the Warp batch; see the module doc)."""
+  """Task id to measure: CubeTray-UR5-RG2 (its expert), BinPick-UR5-RG2 or
+  GlassPush-UR5-RG2 (random actions), or GlassPush (the glass examiner's
+  control loop, C GlassWorld vs the Warp batch; see the module doc)."""
   engine: list[str] = field(default_factory=lambda: ["mujoco"])
   """One or more engines: mujoco (C MuJoCo, CPU) and/or warp (MuJoCo Warp)."""
   num_envs: list[int] = field(default_factory=lambda: [1, 8, 32])
@@ -64,8 +75,14 @@ class Args:
   """Policy steps timed per configuration (after one warm-up step)."""
   device: str | None = None
   """cpu or cuda:N (default: cuda:0 when available, else cpu; C engine: cpu)."""
+  loop: list[str] = field(default_factory=lambda: ["compiled"])
+  """C engine's control loop(s): compiled (the arm control in C, default)
+  and/or python (mjlab's loop), measured side by side."""
   json: Path | None = None
   """Write the results here (refuses an existing file)."""
+  plot: Path | None = None
+  """Draw physics steps/s against --num-envs per engine and loop here (.png;
+  refuses an existing file)."""
 
 
 def _rss_mb() -> float:
@@ -194,7 +211,9 @@ def measure_glass(engine: str, num_envs: int, steps: int, device: str) -> dict:
   return row
 
 
-def measure(task: str, engine: str, num_envs: int, steps: int, device: str) -> dict:
+def measure(
+  task: str, engine: str, num_envs: int, steps: int, device: str, loop: str = "compiled"
+) -> dict:
   import torch
 
   if task == "GlassPush":
@@ -208,7 +227,8 @@ def measure(task: str, engine: str, num_envs: int, steps: int, device: str) -> d
   if cuda:
     torch.cuda.reset_peak_memory_stats()
   rss0 = _rss_mb()
-  env = make_env(cfg, device=device, engine=engine)
+  kwargs = {"compiled_control": loop == "compiled"} if engine == "mujoco" else {}
+  env = make_env(cfg, device=device, engine=engine, **kwargs)
   env.reset()
   expert = _actor(task, env)
   expert.reset()
@@ -236,8 +256,10 @@ def measure(task: str, engine: str, num_envs: int, steps: int, device: str) -> d
     "num_envs": num_envs,
     "steps": steps,
     "decimation": env.cfg.decimation,
+    "loop": "compiled" if getattr(env, "compiled_loop", None) else "python",
     "env_steps_per_s": round(env_rate, 2),
     "physics_steps_per_s": round(env_rate * env.cfg.decimation, 1),
+    "sim_s_per_s": round(env_rate * env.step_dt, 2),
   }
   if engine == "mujoco":
     row["threads"] = len(env.sim._chunks)
@@ -259,8 +281,13 @@ def measure(task: str, engine: str, num_envs: int, steps: int, device: str) -> d
 
 
 def _task_cfg(task: str, num_envs: int):
-  """CubeTray with joint-target actions for its expert; GlassPush-UR5-RG2
-  on training tables 0 to 15 (environment i plays table i mod 16)."""
+  """CubeTray with joint-target actions for its expert; BinPick with its
+  default bin and 12 objects; GlassPush-UR5-RG2 on training tables 0 to 15
+  (environment i plays table i mod 16)."""
+  if task == "BinPick-UR5-RG2":
+    from mjlab_tasks.bin_pick.env_cfg import bin_pick_env_cfg
+
+    return bin_pick_env_cfg(num_envs=num_envs)
   if task == "GlassPush-UR5-RG2":
     from mjlab_tasks.glass_push.env_cfg import glass_push_env_cfg
 
@@ -272,7 +299,7 @@ def _task_cfg(task: str, num_envs: int):
 
 
 class _RandomActor:
-  """Seeded uniform actions in [-1, 1] (the glass task has no expert)."""
+  """Seeded uniform actions in [-1, 1] (tasks measured without an expert)."""
 
   def __init__(self, env):
     import torch
@@ -294,7 +321,7 @@ class _RandomActor:
 
 
 def _actor(task: str, env):
-  if task == "GlassPush-UR5-RG2":
+  if task != "CubeTray-UR5-RG2":
     return _RandomActor(env)
   from experts.cube_tray import CubeTrayExpert
 
@@ -314,9 +341,57 @@ def check_args(args: Args) -> str:
   check_at_least(1, steps=args.steps)
   for n in args.num_envs:
     check_at_least(1, num_envs=n)
+  for loop in args.loop:
+    if loop not in LOOPS:
+      fail(f"--loop must be among {', '.join(LOOPS)}, got {loop!r}.")
+  if not args.loop:
+    fail("--loop needs at least one value.")
   if args.json is not None:
     check_new_file(args.json, "--json")
+  if args.plot is not None:
+    check_new_file(args.plot, "--plot")
+    if args.plot.suffix != ".png":
+      fail(f"--plot must name a .png file, got {args.plot}.")
   return device
+
+
+def plot_throughput(rows: list[dict], task: str, path: Path) -> None:
+  """Physics steps/s against environments, one line per engine and loop;
+  dashed: the bare-physics reference measured in the same run."""
+  import matplotlib
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  fig, ax = plt.subplots(figsize=(7, 4.5))
+  series: dict[str, list[dict]] = {}
+  for r in rows:
+    loop = r.get("loop")
+    name = r["engine"] + (f" ({loop} loop)" if loop and r["engine"] == "mujoco" else "")
+    series.setdefault(f"{name}, {r['device']}", []).append(r)
+  for name, group in series.items():
+    group = sorted(group, key=lambda r: r["num_envs"])
+    envs = [r["num_envs"] for r in group]
+    (line,) = ax.plot(envs, [r["physics_steps_per_s"] for r in group], "o-", label=name)
+    bare = [
+      r.get("rollout_physics_steps_per_s", r.get("bare_physics_steps_per_s"))
+      for r in group
+    ]
+    if "python loop" not in name:
+      ax.plot(
+        envs, bare, "--", color=line.get_color(), alpha=0.6, label=f"bare, {name}"
+      )
+  ax.set_xscale("log", base=2)
+  ax.set_yscale("log")
+  ax.set_xlabel("environments (--num-envs)")
+  ax.set_ylabel("physics steps / s")
+  ax.set_title(f"{task}: throughput with control and evaluator")
+  ax.grid(True, which="both", alpha=0.3)
+  ax.legend(fontsize=8)
+  path.parent.mkdir(parents=True, exist_ok=True)
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
 
 
 def main(args: Args) -> int:
@@ -330,15 +405,20 @@ def main(args: Args) -> int:
   rows = []
   for engine in args.engine:
     engine_device = "cpu" if engine == "mujoco" else device
+    loops = args.loop if engine == "mujoco" and args.task != "GlassPush" else ["-"]
     for n in args.num_envs:
-      print(
-        f"measuring {args.task} on {engine} ({engine_device}), {n} envs ...", flush=True
-      )
-      row = measure(args.task, engine, n, args.steps, engine_device)
-      rows.append(row)
-      print(json.dumps(row), flush=True)
+      # Loops alternate per environment count: side by side, not an hour apart.
+      for loop in loops:
+        label = f", {loop} loop" if loop != "-" else ""
+        print(
+          f"measuring {args.task} on {engine} ({engine_device}{label}), {n} envs ...",
+          flush=True,
+        )
+        row = measure(args.task, engine, n, args.steps, engine_device, loop)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
   # Side-by-side ratio of the engines' physics throughput per num_envs.
-  by_key = {(r["engine"], r["num_envs"]): r for r in rows}
+  by_key = {(r["engine"], r["num_envs"]): r for r in rows if r.get("loop") != "python"}
   for n in args.num_envs:
     c, w = by_key.get(("mujoco", n)), by_key.get(("warp", n))
     if c and w:
@@ -346,14 +426,21 @@ def main(args: Args) -> int:
       print(
         f"{n} envs: C engine / MuJoCo Warp ({w['device']}) physics throughput = {ratio:.1f}x"
       )
-  header = f"{'engine':>7} {'envs':>5} {'env steps/s':>12} {'physics/s':>11} {'bare/s':>11} {'ratio':>6}"
+  header = (
+    f"{'engine':>7} {'loop':>8} {'envs':>5} {'env steps/s':>12} {'physics/s':>11} "
+    f"{'bare/s':>11} {'ratio':>6} {'sim s/s':>8}"
+  )
   print(header)
   for r in rows:
     bare = r.get("rollout_physics_steps_per_s", r.get("bare_physics_steps_per_s"))
     print(
-      f"{r['engine']:>7} {r['num_envs']:>5} {r['env_steps_per_s']:>12} "
-      f"{r['physics_steps_per_s']:>11} {bare:>11} {r['ratio_to_bare_physics']:>6}"
+      f"{r['engine']:>7} {r.get('loop', '-'):>8} {r['num_envs']:>5} "
+      f"{r.get('env_steps_per_s', '-'):>12} {r['physics_steps_per_s']:>11} "
+      f"{bare:>11} {r['ratio_to_bare_physics']:>6} {r.get('sim_s_per_s', '-'):>8}"
     )
+  if args.plot is not None:
+    plot_throughput(rows, args.task, args.plot)
+    print(f"wrote {args.plot}")
   if args.json is not None:
     args.json.parent.mkdir(parents=True, exist_ok=True)
     machine = {"platform": platform.platform(), "python": platform.python_version()}

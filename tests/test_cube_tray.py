@@ -448,7 +448,12 @@ def test_settling_is_judged_on_every_physics_step():
   from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
   from mjlab_tasks.cube_tray.mdp import VERDICT_TERM, cube_tray_verdict
 
-  env = make_env(cube_tray_env_cfg(arm_action="joint", randomize=False, num_envs=2))
+  # mjlab's Python loop, whose sim.step this test wraps to see every state
+  # (the compiled loop records the same readings: test_compiled_control.py).
+  env = make_env(
+    cube_tray_env_cfg(arm_action="joint", randomize=False, num_envs=2),
+    compiled_control=False,
+  )
   try:
     env.reset()
     x, y, floor = _tray_centre(env)

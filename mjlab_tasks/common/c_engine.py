@@ -92,6 +92,24 @@ _EAGER_FIELDS = (*_STATE_FIELDS, "time", "sensordata")  # (via mj_getState)
 _LAZY_FIELDS = tuple(f for f in _DERIVED_FIELDS if f not in _EAGER_FIELDS)
 
 
+class _LazyField:
+  """A derived field refreshed from the worlds on first read after a step."""
+
+  def __set_name__(self, owner, name: str) -> None:
+    self.name = name
+
+  def __get__(self, data: CData | None, owner=None):
+    if data is None:
+      return self
+    if self.name in data._stale:
+      data._stale.discard(self.name)
+      data._pull_field(self.name)
+    return data.__dict__[self.name]
+
+  def __set__(self, data: CData, value) -> None:
+    data.__dict__[self.name] = value
+
+
 class CData:
   """Torch views of the pooled ``MjData`` state, shaped like MuJoCo Warp's.
 
@@ -118,13 +136,11 @@ class CData:
     self.unstable = torch.zeros(num_envs, dtype=torch.bool)
     self.ncon = torch.zeros(num_envs, dtype=torch.int32)
 
-  def __getattribute__(self, name: str):
-    if name in _LAZY_FIELDS:
-      stale = object.__getattribute__(self, "_stale")
-      if name in stale:
-        stale.discard(name)
-        object.__getattribute__(self, "_pull_field")(name)
-    return object.__getattribute__(self, name)
+
+for _name in _LAZY_FIELDS:
+  _field = _LazyField()
+  _field.__set_name__(CData, _name)
+  setattr(CData, _name, _field)
 
 
 class CModel:
@@ -253,7 +269,9 @@ class CMujocoSimulation:
     if per_world:
       self._thread_models = [copy_model(model) for _ in range(len(self._chunks))]
       self._pulled_versions = self._state_versions()
-      self._run(mujoco.mj_forward)  # each world with its own meshes
+      self._run(
+        lambda model, d, i: mujoco.mj_forward(model, d)
+      )  # each world with its own meshes
     self._pull(range(num_envs))
     self._pulled_versions = self._state_versions()
 
@@ -396,11 +414,75 @@ class CMujocoSimulation:
     return depth, pair
 
   def forward(self) -> None:
-    self._run(mujoco.mj_forward)
+    self._run(lambda model, d, i: mujoco.mj_forward(model, d))
 
   def step(self) -> None:
     with self.nan_guard.watch(self._data):
-      self._run(mujoco.mj_step)
+      self._run(lambda model, d, i: mujoco.mj_step(model, d))
+
+  def step_controlled(
+    self,
+    control,
+    params: np.ndarray,
+    nsteps: int,
+    record: tuple[tuple[str, int, int], ...] = (),
+  ) -> tuple[np.ndarray, np.ndarray]:
+    """``nsteps`` physics steps per world with the compiled arm control
+    (``native_control``) computing the arm's targets before each step.
+
+    Args:
+      control: The task's ``native_control.ArmControl``.
+      params: Per-world control parameters, float64 [num_envs, NUM_PARAMS].
+      nsteps: Physics steps (a policy step's decimation).
+      record: Flat slices ``(field, start, stop)`` of MjData float fields
+        read after every step.
+
+    Returns the readings [num_envs, nsteps, K] and each world's last
+    unlimited and limited joint steps [num_envs, 2 * n].
+    """
+    from mjlab_tasks.common import native_control
+
+    addresses = self._record_addresses(record)
+    readings = np.zeros((self.num_envs, nsteps, addresses.shape[1]))
+    last_dq = np.zeros((self.num_envs, 2 * control.n))
+    params = np.ascontiguousarray(params, dtype=np.float64)
+    inputs, in_spec = self._input_buf, self._input_spec
+
+    def run(model, d, i):
+      native_control.run_world(
+        model, d, control, params[i], nsteps, addresses[i], readings[i], last_dq[i]
+      )
+      # The loop wrote ctrl and qfrc_applied: they are the inputs now.
+      mujoco.mj_getState(model, d, inputs[i], in_spec)
+
+    with self.nan_guard.watch(self._data):
+      self._run(run)
+    for field, sl in self._input_slices.items():
+      self._np[field][:] = inputs[:, sl].reshape(self._np[field].shape)
+    self._pushed_input_versions = tuple(
+      getattr(self._data, f)._version for f in _INPUT_FIELDS
+    )
+    return readings, last_dq
+
+  def _record_addresses(self, record: tuple[tuple[str, int, int], ...]) -> np.ndarray:
+    """Addresses [num_envs, K] (uint64) of the recorded doubles of each world
+    (MjData arrays never move while the world lives)."""
+    cache = self.__dict__.setdefault("_record_cache", {})
+    if record not in cache:
+      rows = []
+      for d in self._worlds:
+        row = []
+        for field, start, stop in record:
+          array = getattr(d, field)
+          if array.dtype != np.float64 or not array.flags.c_contiguous:
+            raise ValueError(f"MjData.{field} is not a contiguous float64 array")
+          if not 0 <= start <= stop <= array.size:
+            raise IndexError(f"MjData.{field}[{start}:{stop}] is out of range")
+          base = array.ctypes.data
+          row.extend(base + 8 * k for k in range(start, stop))
+        rows.append(row)
+      cache[record] = np.array(rows, dtype=np.uint64).reshape(self.num_envs, -1)
+    return cache[record]
 
   def reset(self, env_ids: torch.Tensor | None = None) -> None:
     ids = range(self.num_envs) if env_ids is None else env_ids.flatten().tolist()
@@ -444,6 +526,8 @@ class CMujocoSimulation:
     return changed
 
   def _run(self, fn) -> None:
+    """``fn(model, data, world index)`` on every world, in the worker threads,
+    with the caller's inputs and changed state pushed first."""
     push_rows = self._changed_rows()
     expanded = self._model.expanded
     # Inputs go in through one mj_setState per world, from a float64 buffer
@@ -474,7 +558,7 @@ class CMujocoSimulation:
         for field, values in expanded.items():
           np.copyto(getattr(model, field), values[i].numpy())
         try:
-          fn(model, d)
+          fn(model, d, i)
         except mujoco.FatalError as error:  # e.g. the arena (contact buffer) is full
           raise RuntimeError(f"C MuJoCo failed in environment {i}: {error}") from error
         mujoco.mj_getState(model, d, outputs[i], out_spec)
@@ -615,6 +699,7 @@ def make_env(
   device: str = "cpu",
   engine: str | None = None,
   num_threads: int | None = None,
+  compiled_control: bool = True,
   **kwargs,
 ) -> ManagerBasedRlEnv:
   """mjlab's ``ManagerBasedRlEnv`` on MuJoCo Warp or on the C MuJoCo engine.
@@ -625,6 +710,10 @@ def make_env(
     engine: ``warp``, ``mujoco`` or ``None`` (warp on CUDA, mujoco on CPU).
     num_threads: C engine only: worker threads (default: one per core, at
       most one per environment).
+    compiled_control: C engine only: run each policy step's physics steps
+      with the compiled arm control (``compiled_control``) when the task
+      allows it; False keeps mjlab's Python loop (same results to float32
+      rounding of the targets, slower).
   """
   from mjlab.envs import ManagerBasedRlEnv
 
@@ -634,4 +723,10 @@ def make_env(
     return ManagerBasedRlEnv(cfg, device=device, **kwargs)
   simulation = functools.partial(CMujocoSimulation, num_threads=num_threads)
   with simulation_class(simulation):
-    return ManagerBasedRlEnv(cfg, device=device, **kwargs)
+    env = ManagerBasedRlEnv(cfg, device=device, **kwargs)
+  env.compiled_loop = None  # Which loop runs: set by compiled_control.install.
+  if compiled_control:
+    from mjlab_tasks.common import compiled_control as compiled
+
+    compiled.install(env)
+  return env

@@ -53,31 +53,65 @@ _RAW = {
 _RAW_WIDTH = 21
 
 
-def read_cube_tray_raw(env: ManagerBasedRlEnv, names: CubeTrayNames) -> torch.Tensor:
+@dataclass(frozen=True)
+class ReadingSources:
+  """Where the evaluator's inputs live: flat slices ``(field, start, stop)``
+  of simulation data rows: cube pose, cvel and subtree centre of mass, tray
+  position (19 columns), then the tray-floor force sensor block
+  (``num_force`` columns) and the robot-contact sensor block. The Python
+  path reads them from the data tensors, the compiled loop from each
+  world's ``MjData`` after every physics step."""
+
+  slices: tuple[tuple[str, int, int], ...]
+  num_force: int
+
+
+def reading_sources(env: ManagerBasedRlEnv, names: CubeTrayNames) -> ReadingSources:
+  cube = env.scene[names.cube].indexing.root_body_id
+  tray = env.scene[names.tray].indexing.root_body_id
+  slices = [
+    ("xpos", 3 * cube, 3 * cube + 3),
+    ("xquat", 4 * cube, 4 * cube + 4),
+    ("cvel", 6 * cube, 6 * cube + 6),
+    ("subtree_com", 3 * cube, 3 * cube + 3),
+    ("xpos", 3 * tray, 3 * tray + 3),
+  ]
+  num_force = 0
+  for sensor, field in ((names.floor_sensor, "force"), (names.robot_sensor, "found")):
+    for slot in env.scene.sensors[sensor]._slots:
+      if slot.field_name == field:
+        info = env.sim.mj_model.sensor(slot.sensor_name)
+        start, dim = int(info.adr[0]), int(info.dim[0])
+        slices.append(("sensordata", start, start + dim))
+        num_force += dim if field == "force" else 0
+  return ReadingSources(tuple(slices), num_force)
+
+
+def raw_from_sources(values: torch.Tensor, sources: ReadingSources) -> torch.Tensor:
+  """Source values [N, K] to readings [N, 21]."""
+  # The tray floor is level: the net contact force's vertical component is the
+  # total normal force (contacts push, they never pull).
+  end = 19 + sources.num_force
+  normal_force = values[:, 19:end][:, 2::3].sum(dim=-1).abs()
+  touching = values[:, end:].sum(dim=-1) > 0
+  return torch.cat(
+    [values[:, :19], normal_force[:, None], touching[:, None].to(values.dtype)], dim=-1
+  )
+
+
+def read_cube_tray_raw(
+  env: ManagerBasedRlEnv, names: CubeTrayNames, sources: ReadingSources | None = None
+) -> torch.Tensor:
   """The evaluator's inputs as read now, [num_envs, 21]: cube pose, cvel and
   subtree centre of mass, tray position, tray-floor normal force, robot
   contact. Few operations: this runs on every physics step."""
+  sources = sources or reading_sources(env, names)
   data = env.sim.data
-  cube = env.scene[names.cube].indexing.root_body_id
-  tray = env.scene[names.tray].indexing.root_body_id
-  floor = env.scene.sensors[names.floor_sensor].data
-  robot = env.scene.sensors[names.robot_sensor].data
-  # The tray floor is level: the net contact force's vertical component is the
-  # total normal force (contacts push, they never pull).
-  normal_force = floor.force[..., 2].reshape(env.num_envs, -1).sum(dim=-1).abs()
-  touching = robot.found.reshape(env.num_envs, -1).sum(dim=-1) > 0
-  return torch.cat(
-    [
-      data.xpos[:, cube],
-      data.xquat[:, cube],
-      data.cvel[:, cube],
-      data.subtree_com[:, cube],
-      data.xpos[:, tray],
-      normal_force[:, None],
-      touching[:, None].to(normal_force.dtype),
-    ],
+  values = torch.cat(
+    [getattr(data, f).reshape(env.num_envs, -1)[:, a:b] for f, a, b in sources.slices],
     dim=-1,
   )
+  return raw_from_sources(values, sources)
 
 
 def cube_tray_state_from_raw(raw: torch.Tensor, names: CubeTrayNames) -> CubeTrayState:
@@ -126,7 +160,9 @@ class CubeTrayVerdict:
     self.evaluator = CubeTrayEvaluator(
       env.num_envs, env.device, env.physics_dt, thresholds
     )
-    self._pending: list[torch.Tensor] = []
+    self._pending: list[torch.Tensor] = []  # [steps, num_envs, 21] blocks
+    self._pending_steps = 0
+    self._sources = reading_sources(env, self.names)
     self.evaluator.advance(read_cube_tray_state(env, self.names), count=False)
 
   def __call__(
@@ -136,19 +172,39 @@ class CubeTrayVerdict:
     thresholds: CubeTrayThresholds | None = None,
   ) -> torch.Tensor:
     del names, thresholds  # Bound at construction.
-    raw = read_cube_tray_raw(env, self.names)
-    self._pending.append(raw)
-    if len(self._pending) >= 1000:  # Nobody reads the verdict: keep memory flat.
-      self.judge_pending()
+    raw = read_cube_tray_raw(env, self.names, self._sources)
+    self._add_pending(raw.unsqueeze(0))
     return raw[:, _RAW["robot_contact"]][:, 0]
+
+  def substep_sources(self, env: ManagerBasedRlEnv) -> tuple[tuple[str, int, int], ...]:
+    """What the compiled loop records after each physics step (compiled_control)."""
+    del env
+    return self._sources.slices
+
+  def record_block(self, values: torch.Tensor) -> torch.Tensor:
+    """Readings the compiled loop recorded after each of its physics steps,
+    [steps, num_envs, K] (``substep_sources``): recorded as that many calls
+    would; returns the metric of each step [steps, num_envs]."""
+    steps, num_envs, width = values.shape
+    raw = raw_from_sources(values.reshape(-1, width), self._sources)
+    raw = raw.reshape(steps, num_envs, _RAW_WIDTH)
+    self._add_pending(raw)
+    return raw[..., _RAW["robot_contact"]][..., 0]
+
+  def _add_pending(self, block: torch.Tensor) -> None:
+    self._pending.append(block)
+    self._pending_steps += block.shape[0]
+    if self._pending_steps >= 1000:  # Nobody reads the verdict: keep memory flat.
+      self.judge_pending()
 
   def judge_pending(self) -> None:
     """Judge the states recorded since the last call, in order."""
     if not self._pending:
       return
-    raw = torch.stack(self._pending).reshape(-1, _RAW_WIDTH)  # time-major
-    steps = len(self._pending)
+    raw = torch.cat(self._pending).reshape(-1, _RAW_WIDTH)  # time-major
+    steps = self._pending_steps
     self._pending.clear()
+    self._pending_steps = 0
     self.evaluator.advance_steps(cube_tray_state_from_raw(raw, self.names), steps)
 
   @property
