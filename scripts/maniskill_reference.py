@@ -108,6 +108,13 @@ def parse_args():
   return args
 
 
+class ProcessCpuTime(gym.Wrapper):
+  """Lets the parent read the CPU time of the process that holds the env."""
+
+  def process_cpu_time(self):
+    return time.process_time()
+
+
 def make_env(torch_threads):
   """Build one CPU ManiSkill env (runs inside the worker process)."""
   import mani_skill.envs  # noqa: F401  (registers the ManiSkill env ids)
@@ -123,7 +130,7 @@ def make_env(torch_threads):
     render_mode=None,
     sim_backend=SIM_BACKEND,
   )
-  return CPUGymWrapper(env)
+  return ProcessCpuTime(CPUGymWrapper(env))
 
 
 def build_vector_env(args):
@@ -152,19 +159,40 @@ def env_timing(envs):
   }
 
 
+def worker_cpu_time(envs, args):
+  """Summed CPU seconds of the env worker processes (0 in sync mode)."""
+  if args.mode != "async":
+    return 0.0
+  return float(sum(envs.call("process_cpu_time")))
+
+
 def run(envs, args):
-  """Warm up, then time args.steps vector steps with seeded random actions."""
+  """Warm up, then time args.steps vector steps with seeded random actions.
+
+  Besides wall time, records the CPU seconds that this process and the env
+  workers spent in the timed window, so that a run slowed by other load on
+  the machine can still be judged (sim seconds per CPU second).
+  """
   envs.reset(seed=args.seed)
   envs.action_space.seed(args.seed)
   for _ in range(args.warmup):
     envs.step(envs.action_space.sample())
   episodes = 0
+  workers_before = worker_cpu_time(envs, args)
+  main_before = time.process_time()
   start = time.perf_counter()
   for _ in range(args.steps):
     _, _, terminated, truncated, _ = envs.step(envs.action_space.sample())
     episodes += int(np.count_nonzero(np.logical_or(terminated, truncated)))
   wall = time.perf_counter() - start
-  return {"wall_s": wall, "episodes_ended": episodes}
+  main_cpu = time.process_time() - main_before
+  workers_cpu = worker_cpu_time(envs, args) - workers_before
+  return {
+    "wall_s": wall,
+    "cpu_s_main": main_cpu,
+    "cpu_s_workers": workers_cpu,
+    "episodes_ended": episodes,
+  }
 
 
 def versions():
@@ -183,6 +211,8 @@ def versions():
 def report(args, timing, result, load_before):
   env_steps = args.steps * args.num_envs
   steps_per_s = env_steps / result["wall_s"]
+  sim_s = env_steps * timing["control_timestep_s"]
+  cpu_s = result["cpu_s_main"] + result["cpu_s_workers"]
   record = {
     "env_id": ENV_ID,
     "sim_backend": SIM_BACKEND,
@@ -195,7 +225,10 @@ def report(args, timing, result, load_before):
     "episodes_ended": result["episodes_ended"],
     "wall_s": round(result["wall_s"], 3),
     "env_steps_per_s": round(steps_per_s, 2),
-    "sim_s_per_wall_s": round(steps_per_s * timing["control_timestep_s"], 3),
+    "sim_s_per_wall_s": round(sim_s / result["wall_s"], 3),
+    "cpu_s_main": round(result["cpu_s_main"], 3),
+    "cpu_s_workers": round(result["cpu_s_workers"], 3),
+    "sim_s_per_cpu_s": round(sim_s / cpu_s, 3),
     "seed": args.seed,
     "torch_threads": args.torch_threads or "default",
     "loadavg_before": [round(x, 2) for x in load_before],
