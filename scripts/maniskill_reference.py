@@ -16,10 +16,26 @@ the Python of a separate ManiSkill3 virtual environment, e.g.:
 
 SAPIEN needs a Vulkan device even with obs_mode="state" and render_mode=None
 (ManiSkill builds render materials and a render system for every scene). On a
-machine without a GPU, the Mesa "lavapipe" software Vulkan driver works if it
-supports descriptorBindingPartiallyBound (Mesa >= 23; on Debian 12 that means
-mesa-vulkan-drivers from bookworm-backports; Mesa 22.3 is rejected with
-"failed to find a rendering device").
+machine without a GPU, Mesa's software Vulkan driver (lavapipe) works if it
+supports descriptorBindingPartiallyBound, i.e. Mesa >= 23; Debian 12's Mesa
+22.3 is rejected ("failed to find a rendering device"). Without touching the
+system Mesa, unpack the bookworm-backports build into a private folder and
+point the Vulkan loader at it (needs libvulkan1 and libllvm15 installed):
+
+  mkdir -p /tmp/mesa25debs && cd /tmp/mesa25debs
+  # with bookworm-backports in the apt sources:
+  apt-get download mesa-vulkan-drivers=25.0.7-2~bpo12+1 \
+    libdrm2=2.4.123-1~bpo12+1
+  for f in *.deb; do dpkg-deb -x "$f" /tmp/mesa25; done
+  L=/tmp/mesa25/usr/lib/x86_64-linux-gnu
+  echo '{"ICD": {"api_version": "1.4.305", "library_path":' \
+    "\"$L/libvulkan_lvp.so\"}, \"file_format_version\": \"1.0.0\"}" \
+    > /tmp/mesa25/lvp_icd.json
+  VK_ICD_FILENAMES=/tmp/mesa25/lvp_icd.json LD_LIBRARY_PATH=$L \
+    /tmp/ms3/bin/python scripts/maniskill_reference.py --num-envs 2
+
+Nothing is rendered during the measurement; the driver is only needed for
+the scenes to be built.
 
 Parallelism follows ManiSkill's own CPU benchmark
 (mani_skill/examples/benchmarking/gpu_sim.py with --cpu-sim): one env per
@@ -27,9 +43,10 @@ process, each wrapped in CPUGymWrapper, stepped by gymnasium's AsyncVectorEnv
 (ManiSkill rejects num_envs > 1 on the CPU backend and points to
 AsyncVectorEnv). Workers start with "forkserver" rather than Linux's default
 "fork": gymnasium builds a probe env in this process first, and forking after
-SAPIEN and lavapipe have started threads hangs the workers. Episodes end through ManiSkill's time limit (50 control steps
-for PickCube-v1) and are auto-reset in the same step, so every timed step
-advances one control timestep of simulated time and reset costs are included.
+SAPIEN and lavapipe have started threads hangs the workers. Episodes end
+through ManiSkill's time limit (50 control steps for PickCube-v1) and are
+auto-reset in the same step, so every timed step advances one control
+timestep of simulated time and reset costs are included.
 """
 
 import argparse
