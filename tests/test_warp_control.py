@@ -14,17 +14,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from control_reference import targets64
 from mjlab.utils.lab_api.math import (
-  axis_angle_from_quat,
   quat_from_angle_axis,
-  quat_from_matrix,
-  quat_inv,
   quat_mul,
 )
 
-from assets.ur5_rg2.kinematics import dls_step_batched
 from mjlab_tasks.common import native_control, warp_control
-from mjlab_tasks.common.actions import CartesianPoseAction, limit_joint_step
+from mjlab_tasks.common.actions import CartesianPoseAction
 from mjlab_tasks.common.c_engine import make_env
 from mjlab_tasks.common.compiled_control import CompiledLoop
 from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
@@ -38,20 +35,6 @@ def _env(arm_action: str, device: str = "cpu", num_envs: int = NUM_ENVS):
   env = make_env(cfg, device=device, engine="warp", compiled_control=False)
   env.reset()
   return env
-
-
-def _params(loop: CompiledLoop) -> torch.Tensor:
-  """``loop.params()`` on the env's device (``params()`` is NumPy: CPU only)."""
-  arm, p = loop.arm, torch.zeros(loop.env.num_envs, native_control.NUM_PARAMS)
-  p = p.double().to(loop.env.device)
-  if isinstance(arm, CartesianPoseAction):
-    p[:, native_control.PARAM_POS] = arm.desired_pos_w.double()
-    p[:, native_control.PARAM_QUAT] = arm.desired_quat_w.double()
-  else:
-    start = native_control.PARAM_JOINT_TARGETS
-    p[:, start : start + arm.action_dim] = arm.raw_action.double()
-  p[:, native_control.PARAM_HAS_TARGET] = arm._has_target.double()
-  return p
 
 
 def _random_state(env, term, rng, scale: float, has_target) -> None:
@@ -83,28 +66,6 @@ def _random_state(env, term, rng, scale: float, has_target) -> None:
   term._has_target[:] = torch.tensor(has_target)
 
 
-def _targets64(env, term) -> tuple[torch.Tensor, torch.Tensor]:
-  """The torch term's arithmetic in float64 on the same float32 state:
-  joint targets and unlimited joint steps."""
-  data = env.sim.data
-  q = data.qpos[:, term._qpos_ids].double()
-  if isinstance(term, CartesianPoseAction):
-    p = data.site_xpos[:, term._site_id].double()
-    quat = quat_from_matrix(data.site_xmat[:, term._site_id].double().reshape(-1, 3, 3))
-    rot = axis_angle_from_quat(quat_mul(term.desired_quat_w.double(), quat_inv(quat)))
-    err = torch.cat([term.desired_pos_w.double() - p, rot], dim=-1)
-    err[~term.has_target] = 0.0
-    axis = data.xaxis[:, term._joint_global_ids].double()
-    anchor = data.xanchor[:, term._joint_global_ids].double()
-    jacp = torch.cross(axis, p.unsqueeze(1) - anchor, dim=-1)
-    jac = torch.cat([jacp, axis], dim=-1).transpose(1, 2)
-    dq = dls_step_batched(jac, err, term.cfg.damping)
-  else:
-    dq = term.raw_action.double() - q
-    dq[~term._has_target] = 0.0
-  return q + limit_joint_step(dq, term.cfg.max_dq), dq
-
-
 def _c_targets(env, loop) -> np.ndarray | None:
   """arm_control.cc on the very same float32 inputs (None without a compiler)."""
   import mujoco
@@ -112,7 +73,7 @@ def _c_targets(env, loop) -> np.ndarray | None:
   if not native_control.available():
     return None
   data, model, ids = env.sim.data, env.sim.mj_model, loop._arm_ctrl.numpy()
-  params, out = loop.params(), []
+  params, out = loop.params().cpu().numpy(), []
   for w in range(env.num_envs):
     d = mujoco.MjData(model)
     for field in ("qpos", "site_xpos", "site_xmat", "xaxis", "xanchor", "qfrc_bias"):
@@ -157,9 +118,8 @@ def test_control_kernel_matches_torch_term_and_float64(env, rng):
     torch_ctrl = data.ctrl[:, ctrl_ids].clone()
     torch_qfrc = data.qfrc_applied[:, dofs].clone()
     torch_limited = term.limited_dq.clone()
-    ctrl64, dq64 = _targets64(env, term)
+    ctrl64, dq64 = targets64(env, term)
     c_ctrl = _c_targets(env, loop)
-    assert torch.equal(_params(loop), torch.from_numpy(loop.params()))
 
     data.ctrl[:, ctrl_ids] = -7.0  # the kernel must write them
     data.qfrc_applied[:, dofs] = -7.0
@@ -286,7 +246,7 @@ def test_captured_loop_matches_uncaptured_on_cuda(rng):
         env.scene.write_data_to_sim()
         results.append(
           warp_control.step_controlled(
-            env.sim, loop.control, _params(loop), decimation, record
+            env.sim, loop.control, loop.params(), decimation, record
           )
         )
         env.scene.update(env.physics_dt)
@@ -301,3 +261,33 @@ def test_captured_loop_matches_uncaptured_on_cuda(rng):
   finally:
     captured.close()
     launched.close()
+
+
+@pytest.mark.parametrize("arm_action", ["cartesian", "joint"])
+def test_installed_loop_steps_like_mjlabs_loop(arm_action, rng):
+  """make_env's default on MuJoCo Warp: env.step runs the rerouted loop and
+  follows mjlab's Python loop (same actions, two policy steps), the cube
+  verdict included."""
+  from mjlab_tasks.cube_tray.mdp import cube_tray_verdict
+
+  python = _env(arm_action)
+  cfg = cube_tray_env_cfg(arm_action=arm_action, num_envs=NUM_ENVS)
+  cfg.seed = 0
+  fused = make_env(cfg, engine="warp")
+  fused.reset()
+  assert fused.compiled_loop is not None and python.compiled_loop is None
+  try:
+    q = python.sim.data.qpos[:, CompiledLoop(python).arm._qpos_ids]
+    for _ in range(2):
+      action = rng.uniform(-1.0, 1.0, (NUM_ENVS, fused.action_manager.total_action_dim))
+      action = torch.tensor(action, dtype=torch.float32)
+      if arm_action == "joint":
+        action[:, :6] = q + 0.3 * action[:, :6]
+      python.step(action.clone())
+      fused.step(action.clone())
+      assert torch.allclose(fused.sim.data.qpos, python.sim.data.qpos, atol=1e-5)
+    for key, value in cube_tray_verdict(python).items():
+      assert torch.equal(cube_tray_verdict(fused)[key], value), key
+  finally:
+    fused.close()
+    python.close()

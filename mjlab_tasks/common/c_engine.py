@@ -710,23 +710,25 @@ def make_env(
     engine: ``warp``, ``mujoco`` or ``None`` (warp on CUDA, mujoco on CPU).
     num_threads: C engine only: worker threads (default: one per core, at
       most one per environment).
-    compiled_control: C engine only: run each policy step's physics steps
-      with the compiled arm control (``compiled_control``) when the task
-      allows it; False keeps mjlab's Python loop (same results to float32
-      rounding of the targets, slower).
+    compiled_control: Run each policy step's physics steps with the
+      compiled arm control (``compiled_control``: C on the C engine, Warp
+      kernels and one CUDA graph per policy step on MuJoCo Warp) when the
+      task allows it; False keeps mjlab's Python loop (same results to
+      float32 rounding of the targets, slower).
   """
   from mjlab.envs import ManagerBasedRlEnv
+
+  from mjlab_tasks.common import compiled_control as compiled
 
   if resolve_engine(engine, device) == "warp":
     if num_threads is not None:
       raise ValueError("num_threads applies to the C MuJoCo engine only")
-    return ManagerBasedRlEnv(cfg, device=device, **kwargs)
-  simulation = functools.partial(CMujocoSimulation, num_threads=num_threads)
-  with simulation_class(simulation):
     env = ManagerBasedRlEnv(cfg, device=device, **kwargs)
+  else:
+    simulation = functools.partial(CMujocoSimulation, num_threads=num_threads)
+    with simulation_class(simulation):
+      env = ManagerBasedRlEnv(cfg, device=device, **kwargs)
   env.compiled_loop = None  # Which loop runs: set by compiled_control.install.
   if compiled_control:
-    from mjlab_tasks.common import compiled_control as compiled
-
     compiled.install(env)
   return env

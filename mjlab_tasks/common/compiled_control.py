@@ -1,20 +1,23 @@
-"""mjlab's decimation loop with the arm control compiled, on the C engine.
+"""mjlab's decimation loop with the arm control compiled, on both engines.
 
 Per physics step mjlab's ``ManagerBasedRlEnv.step`` calls
 ``action_manager.apply_action()``, ``scene.write_data_to_sim()``,
 ``sim.step()``, ``scene.update(dt)`` and ``metrics_manager.compute_substep()``
 (50 times per policy step at 1 kHz / 20 Hz), each in Python. When every
 piece of that has a compiled form, ``install`` reroutes the loop: the first
-``apply_action`` of a policy step runs all its physics steps per world in
-``native_control`` (the arm term's IK or joint step, the joint targets, bias
-compensation, ``mj_step``) in the engine's worker threads; the other calls
+``apply_action`` of a policy step runs all its physics steps (the arm term's
+IK or joint step, the joint targets, bias compensation, the physics step,
+the readings) in compiled code: on the C engine per world in
+``native_control`` in the engine's worker threads, on MuJoCo Warp as
+``warp_control``'s kernels, one captured graph per policy step on CUDA. The
+other calls
 return at once; ``scene.update`` runs once, after the last step; and each
 per-substep metric term takes the readings recorded after every step in one
 block, accumulated as mjlab's per-substep calls would. The rest of ``step``
 (rewards, terminations, resets, observations) is mjlab's.
 
 Compiled forms: ``CartesianPoseAction`` and ``JointTargetAction`` (per
-physics step, in C), ``GripperAction`` (constant over a policy step, applied
+physics step, in C or Warp kernels), ``GripperAction`` (constant over a policy step, applied
 once), per-substep metric terms with ``substep_sources`` / ``record_block``
 (``CubeTrayVerdict``). Anything else (another action term, a custom or
 delayed actuator, a sensor with per-step state) keeps mjlab's loop:
@@ -26,7 +29,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import mujoco
-import numpy as np
 import torch
 
 from mjlab_tasks.common import native_control
@@ -63,11 +65,12 @@ def why_not(env: ManagerBasedRlEnv) -> str | None:
   """Why this environment cannot use the compiled loop (None if it can)."""
   from mjlab.sensor.contact_sensor import ContactSensor
   from mjlab.sensor.sensor import Sensor
+  from mjlab.sim.sim import Simulation
 
   from mjlab_tasks.common.c_engine import CMujocoSimulation
 
-  if not isinstance(env.sim, CMujocoSimulation):
-    return "not the C engine"
+  if not isinstance(env.sim, CMujocoSimulation | Simulation):
+    return f"unknown simulation {type(env.sim).__name__}"
   terms = list(env.action_manager._terms.values())
   arm = [t for t in terms if type(t) in _ARM_TERMS]
   other = [t for t in terms if type(t) not in _ARM_TERMS + _ONCE_PER_STEP_TERMS]
@@ -95,7 +98,7 @@ def why_not(env: ManagerBasedRlEnv) -> str | None:
     term = manager._term_cfgs[idx].func
     if not hasattr(term, "substep_sources"):
       return f"per-substep metric {manager._term_names[idx]!r} has no compiled reading"
-  if not native_control.available():
+  if isinstance(env.sim, CMujocoSimulation) and not native_control.available():
     return "the compiled control library could not be built"
   return None
 
@@ -110,7 +113,9 @@ class CompiledLoop:
     self.arm = arms[0] if arms else None
     self.once_terms = [t for t in terms if type(t) in _ONCE_PER_STEP_TERMS]
     self.control = native_control.ArmControl()
-    self._params = np.zeros((env.num_envs, native_control.NUM_PARAMS))
+    self._params = torch.zeros(
+      env.num_envs, native_control.NUM_PARAMS, dtype=torch.float64, device=env.device
+    )
     if self.arm is not None:
       self._configure_arm(self.arm)
     self._substep_terms = self._substep_metric_terms()
@@ -148,7 +153,9 @@ class CompiledLoop:
       if model.jnt_type[j] != mujoco.mjtJoint.mjJNT_HINGE:
         raise ValueError("the compiled control supports hinge joints only")
       c.joint[k], c.qpos_adr[k], c.dof_adr[k], c.ctrl[k] = j, qadr, dof, ctrl
-    self._arm_ctrl = torch.tensor([c.ctrl[k] for k in range(c.n)], dtype=torch.long)
+    self._arm_ctrl = torch.tensor(
+      [c.ctrl[k] for k in range(c.n)], dtype=torch.long, device=self.env.device
+    )
 
   def _substep_metric_terms(self) -> list:
     manager = self.env.metrics_manager
@@ -204,30 +211,41 @@ class CompiledLoop:
 
   # The policy step.
 
-  def params(self) -> np.ndarray:
-    """Per-world control parameters from the arm term, [num_envs, NUM_PARAMS]."""
+  def params(self) -> torch.Tensor:
+    """Per-world control parameters from the arm term, float64
+    [num_envs, NUM_PARAMS] on the environment's device."""
     p, arm = self._params, self.arm
     if isinstance(arm, CartesianPoseAction):
-      p[:, native_control.PARAM_POS] = arm.desired_pos_w.double().numpy()
-      p[:, native_control.PARAM_QUAT] = arm.desired_quat_w.double().numpy()
+      p[:, native_control.PARAM_POS] = arm.desired_pos_w
+      p[:, native_control.PARAM_QUAT] = arm.desired_quat_w
     elif isinstance(arm, JointTargetAction):
       n = arm.action_dim
       start = native_control.PARAM_JOINT_TARGETS
-      p[:, start : start + n] = arm.raw_action.double().numpy()
+      p[:, start : start + n] = arm.raw_action
     if arm is not None:
-      p[:, native_control.PARAM_HAS_TARGET] = arm._has_target.double().numpy()
+      p[:, native_control.PARAM_HAS_TARGET] = arm._has_target
     return p
 
   def run_policy_step(self, nsteps: int) -> None:
+    from mjlab_tasks.common.c_engine import CMujocoSimulation
+
     env = self.env
     for term in self.once_terms:
       term.apply_actions()
     self._originals["write_data_to_sim"]()
-    readings, last_dq = env.sim.step_controlled(
-      self.control, self.params(), nsteps, self.record
-    )
+    if isinstance(env.sim, CMujocoSimulation):
+      readings, last_dq = env.sim.step_controlled(
+        self.control, self.params().numpy(), nsteps, self.record
+      )
+      readings, last_dq = torch.from_numpy(readings), torch.from_numpy(last_dq)
+    else:
+      from mjlab_tasks.common import warp_control
+
+      readings, last_dq = warp_control.step_controlled(
+        env.sim, self.control, self.params(), nsteps, self.record
+      )
     if self.arm is not None:
-      self._write_back_arm(torch.from_numpy(last_dq).float())
+      self._write_back_arm(last_dq.float())
     self._record(readings)
 
   def _write_back_arm(self, last_dq: torch.Tensor) -> None:
@@ -238,7 +256,7 @@ class CompiledLoop:
     targets = self.env.sim.data.ctrl[:, self._arm_ctrl]
     arm._entity.set_joint_position_target(targets, joint_ids=arm._joint_local_ids)
 
-  def _record(self, readings: np.ndarray) -> None:
+  def _record(self, readings: torch.Tensor) -> None:
     """Per-substep metric terms take their readings, and mjlab's metrics
     manager accumulates their values as ``nsteps`` substep calls would."""
     if not self._substep_terms:
@@ -247,7 +265,7 @@ class CompiledLoop:
     for i, (term, width) in enumerate(
       zip(self._substep_terms, self._source_widths, strict=True)
     ):
-      block = torch.from_numpy(readings[:, :, start : start + width]).float()
+      block = readings[:, :, start : start + width].float()
       values = term.record_block(block.transpose(0, 1))  # [steps, num_envs, K]
       manager._substep_accum[i] += values.sum(dim=0)
       start += width

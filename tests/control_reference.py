@@ -1,0 +1,37 @@
+"""The torch action terms' arithmetic in float64 (a reference for the
+compiled control's parity tests: the terms themselves compute in float32)."""
+
+from __future__ import annotations
+
+import torch
+from mjlab.utils.lab_api.math import (
+  axis_angle_from_quat,
+  quat_from_matrix,
+  quat_inv,
+  quat_mul,
+)
+
+from assets.ur5_rg2.kinematics import dls_step_batched
+from mjlab_tasks.common.actions import CartesianPoseAction, limit_joint_step
+
+
+def targets64(env, term) -> tuple[torch.Tensor, torch.Tensor]:
+  """The torch term's arithmetic in float64 on the same float32 state:
+  joint targets and unlimited joint steps."""
+  data = env.sim.data
+  q = data.qpos[:, term._qpos_ids].double()
+  if isinstance(term, CartesianPoseAction):
+    p = data.site_xpos[:, term._site_id].double()
+    quat = quat_from_matrix(data.site_xmat[:, term._site_id].double().reshape(-1, 3, 3))
+    rot = axis_angle_from_quat(quat_mul(term.desired_quat_w.double(), quat_inv(quat)))
+    err = torch.cat([term.desired_pos_w.double() - p, rot], dim=-1)
+    err[~term.has_target] = 0.0
+    axis = data.xaxis[:, term._joint_global_ids].double()
+    anchor = data.xanchor[:, term._joint_global_ids].double()
+    jacp = torch.cross(axis, p.unsqueeze(1) - anchor, dim=-1)
+    jac = torch.cat([jacp, axis], dim=-1).transpose(1, 2)
+    dq = dls_step_batched(jac, err, term.cfg.damping)
+  else:
+    dq = term.raw_action.double() - q
+    dq[~term._has_target] = 0.0
+  return q + limit_joint_step(dq, term.cfg.max_dq), dq
