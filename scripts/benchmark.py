@@ -18,10 +18,11 @@ reference is the template model (the first table's meshes in every world).
 ``--task BinPick-UR5-RG2`` runs bin picking (12 objects poured into the
 default bin) with seeded random actions.
 
-On the C engine, ``--loop compiled python`` measures both control loops side
-by side: ``compiled`` runs each policy step's physics steps with the
-compiled arm control (``mjlab_tasks.common.compiled_control``), ``python``
-keeps mjlab's Python loop. Every row also gives simulated seconds per
+``--loop compiled python`` measures both control loops side by side:
+``compiled`` runs each policy step's physics steps with the compiled arm
+control (``mjlab_tasks.common.compiled_control``: C on the C engine, Warp
+kernels captured as one CUDA graph per policy step on MuJoCo Warp),
+``python`` keeps mjlab's Python loop. Every row also gives simulated seconds per
 wall-clock second (``sim_s_per_s``), the unit of ManiSkill's CPU figures;
 ``--plot`` draws physics throughput against ``--num-envs`` per engine and
 loop, with the bare-physics references.
@@ -76,8 +77,8 @@ class Args:
   device: str | None = None
   """cpu or cuda:N (default: cuda:0 when available, else cpu; C engine: cpu)."""
   loop: list[str] = field(default_factory=lambda: ["compiled"])
-  """C engine's control loop(s): compiled (the arm control in C, default)
-  and/or python (mjlab's loop), measured side by side."""
+  """Control loop(s): compiled (the arm control compiled, default) and/or
+  python (mjlab's loop), measured side by side (not for GlassPush)."""
   json: Path | None = None
   """Write the results here (refuses an existing file)."""
   plot: Path | None = None
@@ -227,8 +228,7 @@ def measure(
   if cuda:
     torch.cuda.reset_peak_memory_stats()
   rss0 = _rss_mb()
-  kwargs = {"compiled_control": loop == "compiled"} if engine == "mujoco" else {}
-  env = make_env(cfg, device=device, engine=engine, **kwargs)
+  env = make_env(cfg, device=device, engine=engine, compiled_control=loop == "compiled")
   env.reset()
   expert = _actor(task, env)
   expert.reset()
@@ -367,7 +367,7 @@ def plot_throughput(rows: list[dict], task: str, path: Path) -> None:
   series: dict[str, list[dict]] = {}
   for r in rows:
     loop = r.get("loop")
-    name = r["engine"] + (f" ({loop} loop)" if loop and r["engine"] == "mujoco" else "")
+    name = r["engine"] + (f" ({loop} loop)" if loop else "")
     series.setdefault(f"{name}, {r['device']}", []).append(r)
   for name, group in series.items():
     group = sorted(group, key=lambda r: r["num_envs"])
@@ -405,7 +405,7 @@ def main(args: Args) -> int:
   rows = []
   for engine in args.engine:
     engine_device = "cpu" if engine == "mujoco" else device
-    loops = args.loop if engine == "mujoco" and args.task != "GlassPush" else ["-"]
+    loops = args.loop if args.task != "GlassPush" else ["-"]
     for n in args.num_envs:
       # Loops alternate per environment count: side by side, not an hour apart.
       for loop in loops:

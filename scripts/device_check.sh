@@ -6,10 +6,13 @@ OUT="${OUT:-reports/device}"
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
 python -m pytest -m gpu -q -s 2>&1 | tee "$OUT/gpu_tests.txt"
+# Compiled loop (one captured graph per policy step) against mjlab's loop.
 python scripts/benchmark.py --task CubeTray-UR5-RG2 --engine warp --device cuda:0 \
-  --num-envs 64 512 4096 --steps 20 --json "$OUT/bench_gpu.json" 2>&1 | tee "$OUT/bench_gpu.txt"
+  --loop compiled python --num-envs 64 512 4096 --steps 20 \
+  --json "$OUT/bench_gpu.json" --plot "$OUT/bench_gpu.png" 2>&1 | tee "$OUT/bench_gpu.txt"
 python scripts/benchmark.py --task CubeTray-UR5-RG2 --engine mujoco \
-  --num-envs 16 64 --steps 20 --json "$OUT/bench_cpu.json" 2>&1 | tee "$OUT/bench_cpu.txt"
+  --loop compiled python --num-envs 16 64 --steps 20 \
+  --json "$OUT/bench_cpu.json" 2>&1 | tee "$OUT/bench_cpu.txt"
 python scripts/benchmark.py --task GlassPush --engine warp --device cuda:0 \
   --num-envs 16 128 1024 --steps 200 --json "$OUT/bench_glass_gpu.json" 2>&1 | tee "$OUT/bench_glass_gpu.txt"
 python scripts/benchmark.py --task GlassPush --engine mujoco \
