@@ -82,15 +82,17 @@ def task_and_args(rest: list[str], usage: str) -> tuple[str, list[str]]:
 
 @contextlib.contextmanager
 def on_engine(engine: Engine) -> Iterator[None]:
-  """mjlab builds its environments on ``engine`` inside this block."""
+  """mjlab builds its environments on ``engine`` inside this block, with the
+  compiled control loop where it is the default (``compiled_control``)."""
   from mjlab_tasks.common.c_engine import CMujocoSimulation, simulation_class
+  from mjlab_tasks.common.compiled_control import on_every_env
 
   if engine == "mujoco":
     os.environ["CUDA_VISIBLE_DEVICES"] = ""  # mjlab's CPU mode
   elif not os.environ.get("CUDA_VISIBLE_DEVICES") and not has_cuda():
     os.environ["CUDA_VISIBLE_DEVICES"] = ""  # Warp on the CPU
   patch = simulation_class(CMujocoSimulation) if engine == "mujoco" else None
-  with patch or contextlib.nullcontext():
+  with patch or contextlib.nullcontext(), on_every_env():
     yield
 
 

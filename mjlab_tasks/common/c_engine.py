@@ -699,7 +699,7 @@ def make_env(
   device: str = "cpu",
   engine: str | None = None,
   num_threads: int | None = None,
-  compiled_control: bool = True,
+  compiled_control: bool | None = None,
   **kwargs,
 ) -> ManagerBasedRlEnv:
   """mjlab's ``ManagerBasedRlEnv`` on MuJoCo Warp or on the C MuJoCo engine.
@@ -714,7 +714,9 @@ def make_env(
       compiled arm control (``compiled_control``: C on the C engine, Warp
       kernels and one CUDA graph per policy step on MuJoCo Warp) when the
       task allows it; False keeps mjlab's Python loop (same results to
-      float32 rounding of the targets, slower).
+      float32 rounding of the targets, slower). Default: on the CPU (both
+      engines); on CUDA only when asked for (its captured graph has not yet
+      run on a GPU).
   """
   from mjlab.envs import ManagerBasedRlEnv
 
@@ -728,7 +730,5 @@ def make_env(
     simulation = functools.partial(CMujocoSimulation, num_threads=num_threads)
     with simulation_class(simulation):
       env = ManagerBasedRlEnv(cfg, device=device, **kwargs)
-  env.compiled_loop = None  # Which loop runs: set by compiled_control.install.
-  if compiled_control:
-    compiled.install(env)
+  compiled.install(env, compiled_control)  # Sets env.compiled_loop.
   return env

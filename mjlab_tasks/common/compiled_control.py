@@ -26,6 +26,8 @@ delayed actuator, a sensor with per-step state) keeps mjlab's loop:
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import mujoco
@@ -272,14 +274,43 @@ class CompiledLoop:
     manager._substep_count += readings.shape[1]
 
 
-def install(env: ManagerBasedRlEnv) -> CompiledLoop | None:
+def enabled_by_default(env: ManagerBasedRlEnv) -> bool:
+  """The compiled loop is the default on the CPU (both engines, tested). On
+  CUDA it is opt-in until a session with a GPU has run its captured graph
+  against mjlab's loop (``pytest -m gpu``, ``scripts/device_check.sh``)."""
+  return not str(env.device).startswith("cuda")
+
+
+def install(env: ManagerBasedRlEnv, enable: bool | None = None) -> CompiledLoop | None:
   """Reroute ``env``'s decimation loop through the compiled control when it
-  can (see ``why_not``); returns the loop, or None. ``env.compiled_loop``
-  says which loop runs."""
+  can (see ``why_not``) and ``enable`` (None: ``enabled_by_default``);
+  returns the loop, or None. ``env.compiled_loop`` says which loop runs."""
   env.compiled_loop = None
-  if why_not(env) is not None:
+  if enable is None:
+    enable = enabled_by_default(env)
+  if not enable or why_not(env) is not None:
     return None
   loop = CompiledLoop(env)
   loop.install()
   env.compiled_loop = loop
   return loop
+
+
+@contextlib.contextmanager
+def on_every_env(enable: bool | None = None) -> Iterator[None]:
+  """Every mjlab environment built inside this block gets the compiled loop
+  (``install``): for mjlab's own mains (``train``, ``play``), which build
+  their environment themselves."""
+  from mjlab.envs import ManagerBasedRlEnv
+
+  original = ManagerBasedRlEnv.__init__
+
+  def init(self, *args, **kwargs):
+    original(self, *args, **kwargs)
+    install(self, enable)
+
+  ManagerBasedRlEnv.__init__ = init
+  try:
+    yield
+  finally:
+    ManagerBasedRlEnv.__init__ = original
