@@ -218,3 +218,38 @@ def test_without_compiler_mjlab_loop_runs(tmp_path, monkeypatch):
   finally:
     native_control.library.cache_clear()
     native_control.available.cache_clear()
+
+
+def test_mujoco_error_inside_the_loop_raises_instead_of_exiting():
+  """C MuJoCo's default error handler exits the process; inside the compiled
+  loop an error (here the arena overflowing with contacts) raises
+  mujoco.FatalError with MuJoCo's message, and the handlers are restored."""
+  import mujoco
+
+  boxes = "".join(
+    f'<body pos="{0.01 * i} 0 {0.05 + 0.03 * i}"><freejoint/>'
+    '<geom type="box" size=".05 .05 .05"/></body>'
+    for i in range(40)
+  )
+  xml = (
+    '<mujoco><size memory="40K"/><worldbody><geom type="plane" size="1 1 .1"/>'
+    f"{boxes}</worldbody></mujoco>"
+  )
+  model = mujoco.MjModel.from_xml_string(xml)
+  control = native_control.ArmControl()  # mode 0: physics only
+  with pytest.raises(mujoco.FatalError, match="mj_stackAlloc"):
+    native_control.run_world(
+      model,
+      mujoco.MjData(model),
+      control,
+      np.zeros(native_control.NUM_PARAMS),
+      200,
+      np.zeros(0, dtype=np.uint64),
+      np.zeros((200, 0)),
+      np.zeros(0),
+    )
+  # The bindings' own error path still works afterwards, in this thread.
+  with pytest.raises(mujoco.FatalError, match="mj_stackAlloc"):
+    data = mujoco.MjData(model)
+    for _ in range(200):
+      mujoco.mj_step(model, data)

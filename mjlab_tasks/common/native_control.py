@@ -124,7 +124,7 @@ def library() -> ctypes.CDLL:
   dll = ctypes.CDLL(str(path))
   ptr = ctypes.c_void_p
   dll.arm_control_run.argtypes = [ptr, ptr, ptr, ptr, ctypes.c_int, ptr, ctypes.c_int]
-  dll.arm_control_run.argtypes += [ptr, ptr]
+  dll.arm_control_run.argtypes += [ptr, ptr, ctypes.c_char_p, ctypes.c_int]
   dll.arm_control_run.restype = ctypes.c_int
   dll.arm_control_targets.argtypes = [ptr, ptr, ptr, ptr]
   dll.arm_control_targets.restype = None
@@ -160,7 +160,10 @@ def run_world(
 
   ``params`` [NUM_PARAMS] float64; ``record_addr`` [K] uint64 addresses of
   doubles in ``data``; ``record`` [nsteps, K] float64 (written); ``last_dq``
-  [2 * n] float64 (written)."""
+  [2 * n] float64 (written). A MuJoCo error (e.g. its arena is full) raises
+  ``mujoco.FatalError`` with MuJoCo's message; that world's state is then
+  undefined."""
+  error = ctypes.create_string_buffer(1024)
   status = library().arm_control_run(
     model._address,
     data._address,
@@ -171,9 +174,11 @@ def run_world(
     len(record_addr),
     record.ctypes.data,
     last_dq.ctypes.data,
+    error,
+    len(error),
   )
   if status != 0:
-    raise RuntimeError("C MuJoCo raised an error inside the compiled control loop")
+    raise mujoco.FatalError(error.value.decode(errors="replace"))
 
 
 def control_targets(

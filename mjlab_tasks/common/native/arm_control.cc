@@ -9,14 +9,36 @@
 // call, so worlds step in parallel).
 
 #include <math.h>
+#include <setjmp.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <mujoco/mujoco.h>
 
+// MuJoCo's thread-local log handler, which its own Python bindings use to
+// turn mju_error into an exception (the default handler exits the process).
+extern "C" {
+MJAPI mjfLogHandler _mjPRIVATE_setTlsLogHandler(mjfLogHandler handler);
+MJAPI mjfLogHandler _mjPRIVATE_getGlobalLogHandler(void);
+}
+
 namespace {
 
 constexpr int kMaxArm = 8;
+
+thread_local jmp_buf error_jump;
+thread_local char error_message[1024];
+
+// Errors jump back to arm_control_run; warnings go where they would have.
+void on_log(const mjLogMessage* message) {
+  if (message->level >= mjLOG_ERROR) {
+    snprintf(error_message, sizeof(error_message), "%s", message->subject);
+    longjmp(error_jump, 1);
+  }
+  mjfLogHandler global = _mjPRIVATE_getGlobalLogHandler();
+  if (global) global(message);
+}
 
 }  // namespace
 
@@ -121,21 +143,26 @@ static void arm_control(mjData* d, const ArmControl* c, const double* params,
 // addresses of doubles inside this world's mjData, copied into
 // record[step * nrecord + k] after each step. `last_dq` receives the last
 // step's unlimited and limited joint steps [2 * n]. Returns 0, or -1 when
-// MuJoCo raised an error (the world's state is then undefined).
+// MuJoCo raised an error, its message in `error` (the world's state is then
+// undefined). Only trivially destructible objects live across the jump.
 int arm_control_run(const mjModel* m, mjData* d, const ArmControl* c,
                     const double* params, int nsteps,
                     const double* const* record_addr, int nrecord,
-                    double* record, double* last_dq) {
-  try {
-    for (int s = 0; s < nsteps; s++) {
-      if (c->mode != 0) arm_control(d, c, params, last_dq);
-      mj_step(m, d);
-      double* out = record + (size_t)s * nrecord;
-      for (int k = 0; k < nrecord; k++) out[k] = *record_addr[k];
-    }
-  } catch (...) {
+                    double* record, double* last_dq, char* error,
+                    int error_size) {
+  mjfLogHandler previous = _mjPRIVATE_setTlsLogHandler(&on_log);
+  if (setjmp(error_jump) != 0) {
+    _mjPRIVATE_setTlsLogHandler(previous);
+    snprintf(error, error_size, "%s", error_message);
     return -1;
   }
+  for (int s = 0; s < nsteps; s++) {
+    if (c->mode != 0) arm_control(d, c, params, last_dq);
+    mj_step(m, d);
+    double* out = record + (size_t)s * nrecord;
+    for (int k = 0; k < nrecord; k++) out[k] = *record_addr[k];
+  }
+  _mjPRIVATE_setTlsLogHandler(previous);
   return 0;
 }
 
