@@ -3,6 +3,9 @@ compiled control's parity tests: the terms themselves compute in float32)."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+import numpy as np
 import torch
 from mjlab.utils.lab_api.math import (
   axis_angle_from_quat,
@@ -15,10 +18,27 @@ from assets.ur5_rg2.kinematics import dls_step_batched
 from mjlab_tasks.common.actions import CartesianPoseAction, limit_joint_step
 
 
-def targets64(env, term) -> tuple[torch.Tensor, torch.Tensor]:
-  """The torch term's arithmetic in float64 on the same float32 state:
-  joint targets and unlimited joint steps."""
-  data = env.sim.data
+def world_state64(env) -> SimpleNamespace:
+  """The C engine's worlds' own float64 fields the terms read, batched."""
+  fields = ("qpos", "site_xpos", "site_xmat", "xaxis", "xanchor")
+  return SimpleNamespace(
+    **{
+      f: torch.from_numpy(np.stack([getattr(d, f) for d in env.sim._worlds]))
+      for f in fields
+    }
+  )
+
+
+def targets64(env, term, data=None) -> tuple[torch.Tensor, torch.Tensor]:
+  """The torch term's arithmetic in float64 on the same state (the data
+  tensors, float32, by default; or ``data``, e.g. ``world_state64``): joint
+  targets and unlimited joint steps.
+
+  On float32 state two correct implementations differ by more than float64
+  rounding: float32 rotation matrices are orthonormal only to about 1e-7,
+  different quaternion formulas read that differently, and the damped solve
+  amplifies it near low-manipulability poses (measured up to 6e-7 rad)."""
+  data = env.sim.data if data is None else data
   q = data.qpos[:, term._qpos_ids].double()
   if isinstance(term, CartesianPoseAction):
     p = data.site_xpos[:, term._site_id].double()

@@ -130,20 +130,22 @@ def test_control_kernel_matches_torch_term_and_float64(env, rng):
     assert torch.equal(data.qfrc_applied[:, dofs], torch_qfrc)
     # arm_control.cc's float64 arithmetic, rounded once to float32: within
     # half a float32 ulp of the C result (the same Cholesky solve), and within
-    # 1e-7 of the torch math in float64 (an LU solve: the two float64 results
-    # differ by up to 7e-9 near singular poses, measured).
+    # the torch math in float64 (below).
     if c_ctrl is not None:
       c_ctrl = torch.from_numpy(c_ctrl)
       assert ((ctrl.double() - c_ctrl).abs() <= _half_ulp(c_ctrl)).all()
-    assert torch.allclose(ctrl.double(), ctrl64, rtol=0, atol=1e-7)
-    largest = dq64.abs().amax(dim=-1, keepdim=True)
-    assert ((last_dq[:, :n].double() - dq64).abs() <= 1e-5 * largest + 1e-12).all()
-    # The torch term: 1e-6 plus its own float32 rounding of the same step.
-    torch_rounding = (torch_ctrl.double() - ctrl64).abs()
-    assert ((ctrl - torch_ctrl).abs().double() <= 1e-6 + torch_rounding).all()
-    assert (
-      (last_dq[:, n:] - torch_limited).abs().double() <= 1e-6 + torch_rounding
-    ).all()
+    # Against the torch math in float64 on the same float32 state: 1e-6
+    # (measured up to 6e-7 rad: float32 rotation matrices are orthonormal
+    # only to about 1e-7, the quaternion formulas differ, and the damped
+    # solve amplifies it; control_reference.targets64). The exact check is
+    # against arm_control.cc above; C against the torch math on exact
+    # float64 state: tests/test_compiled_control.py, 1e-9.
+    assert torch.allclose(ctrl.double(), ctrl64, rtol=0, atol=1e-6)
+    assert torch.allclose(last_dq[:, :n].double(), dq64, rtol=0, atol=1e-6)
+    # The float32 torch term itself: off the float64 math by up to 5.3e-6
+    # rad near singular poses (its own rounding, measured over 3000 states).
+    assert torch.allclose(ctrl, torch_ctrl, rtol=0, atol=1e-5)
+    assert torch.allclose(last_dq[:, n:], torch_limited, rtol=0, atol=1e-5)
     worst_torch = max(worst_torch, (ctrl - torch_ctrl).abs().max().item())
     worst64 = max(worst64, (ctrl.double() - ctrl64).abs().max().item())
   print(f"ctrl vs torch term {worst_torch:.2e}, vs float64 torch math {worst64:.2e}")

@@ -531,11 +531,17 @@ class CMujocoSimulation:
     push_rows = self._changed_rows()
     expanded = self._model.expanded
     # Inputs go in through one mj_setState per world, from a float64 buffer
-    # refreshed (vectorized) only when a caller wrote an input tensor.
+    # refreshed (vectorized) when a caller wrote an input tensor, and only in
+    # the rows whose values the caller changed: the others keep their float64
+    # values (the compiled loop's targets and bias forces, restored states).
     versions = tuple(getattr(self._data, f)._version for f in _INPUT_FIELDS)
     if versions != self._pushed_input_versions:
       for field, sl in self._input_slices.items():
-        self._input_buf[:, sl] = self._np[field].reshape(self.num_envs, -1)
+        new = self._np[field].reshape(self.num_envs, -1)
+        old = self._input_buf[:, sl]
+        # NaN != NaN, so a NaN written by a caller is pushed (and detected).
+        rows = (new != old.astype(np.float32)).any(axis=1)
+        old[rows] = new[rows]
       self._pushed_input_versions = versions
     inputs, outputs = self._input_buf, self._output_buf
     in_spec, out_spec = self._input_spec, self._output_spec
@@ -626,6 +632,7 @@ class CMujocoSimulation:
       d = self._worlds[i]
       for field in _INPUT_FIELDS:
         self._np[field][i] = getattr(d, field)
+      mujoco.mj_getState(self._mj_model, d, self._input_buf[i], self._input_spec)
       mujoco.mj_getState(self._mj_model, d, self._output_buf[i], self._output_spec)
       self._np["sensordata"][i] = d.sensordata
       self._warning_now[i] = d.warning.number
