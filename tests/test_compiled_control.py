@@ -205,9 +205,16 @@ def test_terms_without_compiled_form_keep_mjlab_loop():
   env.close()
 
 
-def test_without_compiler_mjlab_loop_runs(tmp_path, monkeypatch):
-  monkeypatch.setenv("MJLAB_TASKS_CACHE", str(tmp_path))
-  monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
+@pytest.mark.parametrize("what", ["no compiler", "unwritable cache"])
+def test_without_compiler_mjlab_loop_runs(tmp_path, monkeypatch, what):
+  if what == "no compiler":
+    monkeypatch.setenv("MJLAB_TASKS_CACHE", str(tmp_path))
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
+    expected = "no-such-compiler"
+  else:
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("MJLAB_TASKS_CACHE", str(tmp_path / "a-file" / "cache"))
+    expected = "a-file"
   native_control.library.cache_clear()
   native_control.available.cache_clear()
   try:
@@ -216,7 +223,7 @@ def test_without_compiler_mjlab_loop_runs(tmp_path, monkeypatch):
       env = _env("cartesian", compiled=True, num_envs=1)
     assert env.compiled_loop is None
     messages = [str(w.message) for w in caught]
-    assert any("no-such-compiler" in m and "Python control loop" in m for m in messages)
+    assert any(expected in m and "Python control loop" in m for m in messages)
     env.step(torch.zeros(1, env.action_manager.total_action_dim))
     env.close()
   finally:

@@ -119,9 +119,12 @@ def library() -> ctypes.CDLL:
     SOURCE.read_bytes() + mujoco.__version__.encode() + str(lib).encode()
   ).hexdigest()[:16]
   path = _cache_dir() / f"arm_control-{key}.so"
-  if not path.exists():
-    _build(include, lib, path)
-  dll = ctypes.CDLL(str(path))
+  try:
+    if not path.exists():
+      _build(include, lib, path)
+    dll = ctypes.CDLL(str(path))
+  except OSError as error:  # An unwritable cache, a library that does not load.
+    raise NativeControlUnavailable(f"{path}: {error}") from error
   ptr = ctypes.c_void_p
   dll.arm_control_run.argtypes = [ptr, ptr, ptr, ptr, ctypes.c_int, ptr, ctypes.c_int]
   dll.arm_control_run.argtypes += [ptr, ptr, ctypes.c_char_p, ctypes.c_int]
