@@ -115,16 +115,16 @@ def library() -> ctypes.CDLL:
   """The compiled control library (built on first use); raises
   ``NativeControlUnavailable`` when it cannot be built."""
   include, lib = _mujoco_dirs()
-  key = hashlib.sha256(
-    SOURCE.read_bytes() + mujoco.__version__.encode() + str(lib).encode()
-  ).hexdigest()[:16]
-  path = _cache_dir() / f"arm_control-{key}.so"
   try:
+    key = hashlib.sha256(
+      SOURCE.read_bytes() + mujoco.__version__.encode() + str(lib).encode()
+    ).hexdigest()[:16]
+    path = _cache_dir() / f"arm_control-{key}.so"
     if not path.exists():
       _build(include, lib, path)
     dll = ctypes.CDLL(str(path))
-  except OSError as error:  # An unwritable cache, a library that does not load.
-    raise NativeControlUnavailable(f"{path}: {error}") from error
+  except OSError as error:  # No source, an unwritable cache, a bad library.
+    raise NativeControlUnavailable(str(error)) from error
   ptr = ctypes.c_void_p
   dll.arm_control_run.argtypes = [ptr, ptr, ptr, ptr, ctypes.c_int, ptr, ctypes.c_int]
   dll.arm_control_run.argtypes += [ptr, ptr, ctypes.c_char_p, ctypes.c_int]
