@@ -143,11 +143,31 @@ def test_compiled_loop_follows_mjlab_loop(arm_action, rng):
   torch.testing.assert_close(got, expected, rtol=0, atol=1e-4)
   for key, value in cube_tray_verdict(python_env).items():
     torch.testing.assert_close(cube_tray_verdict(compiled_env)[key], value)
-  # The metrics manager saw every physics step's reading (robot contact fraction).
-  for env in (python_env, compiled_env):
-    assert env.metrics_manager._substep_count == 0
   python_env.close()
   compiled_env.close()
+
+
+def test_substep_metric_accumulates_like_mjlabs_loop(monkeypatch):
+  """mjlab averages a per-substep metric over the policy step's physics steps;
+  the compiled loop hands the metrics manager all 50 values at once. With
+  the values 0, 1, ..., 49 the step's metric must be their mean, 24.5."""
+  env = _env("cartesian", compiled=True, num_envs=2)
+  term = env.metrics_manager.cfg[VERDICT_TERM].func
+  original, blocks = term.record_block, []
+
+  def counting(values: torch.Tensor) -> torch.Tensor:
+    original(values)
+    blocks.append(values.shape[0])
+    return torch.arange(values.shape[0]).float()[:, None].expand(-1, values.shape[1])
+
+  monkeypatch.setattr(term, "record_block", counting)
+  env.step(torch.zeros(2, env.action_manager.total_action_dim))
+  assert blocks == [env.cfg.decimation]
+  column = env.metrics_manager._term_names.index(VERDICT_TERM)
+  torch.testing.assert_close(
+    env.metrics_manager._step_values[:, column], torch.full((2,), 24.5)
+  )
+  env.close()
 
 
 def test_recorded_readings_equal_python_reads(rng):
