@@ -256,6 +256,8 @@ class CMujocoSimulation:
       if isinstance(value, torch.Tensor)
     }
     self._lazy_views: dict[str, list[np.ndarray]] = {}
+    # Addresses of recorded MjData values, per record spec (step_controlled).
+    self._record_cache: dict[tuple, np.ndarray] = {}
     self._data._pull_field = self._pull_lazy_field
     self._init_state_buffers()
     # Fields whose defaults differ per world (mesh variants), as mjlab's
@@ -467,7 +469,7 @@ class CMujocoSimulation:
   def _record_addresses(self, record: tuple[tuple[str, int, int], ...]) -> np.ndarray:
     """Addresses [num_envs, K] (uint64) of the recorded doubles of each world
     (MjData arrays never move while the world lives)."""
-    cache = self.__dict__.setdefault("_record_cache", {})
+    cache = self._record_cache
     if record not in cache:
       rows = []
       for d in self._worlds:
