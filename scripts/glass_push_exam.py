@@ -1,11 +1,12 @@
 """Run a glass-pushing solution on a range of tables and score it.
 
-With ``--engine mujoco`` (default) each table runs in its own examiner
-worker process (C MuJoCo, 2 ms steps, deterministic) and ``--jobs`` tables
-run at once. With ``--engine warp`` every table is one world of one MuJoCo
-Warp batch (the GPU when there is one): the solution runs per table in a
-thread and each round of pushes is stepped together. Writes, into a new
-folder:
+The tables are environments of the GlassPush-UR5-RG2 task, in examiner
+worker processes: with ``--engine mujoco`` (default; C MuJoCo, 2 ms steps,
+deterministic) the tables are shared among ``--jobs`` workers; with
+``--engine warp`` every table is one world of one MuJoCo Warp batch (the GPU
+when there is one). The solution runs per table in a thread and each round
+of pushes is stepped together (on C MuJoCo only the acting tables step, so a
+table's run does not depend on the others). Writes, into a new folder:
 
 - ``scores.json`` and ``scores.md``: the marks per table and in total, with a
   source snapshot (commit, dirty flag, SHA-256 of every source file);
@@ -29,7 +30,7 @@ import json
 import re
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -56,7 +57,8 @@ class Args:
   (the scored world is the same either way). Needs offscreen OpenGL (OSMesa
   or EGL)."""
   jobs: int = 2
-  """Tables examined at once (one worker process each); --engine mujoco only."""
+  """Examiner worker processes the tables are shared among (each steps its
+  tables' pushes in parallel threads); --engine mujoco only."""
   engine: Literal["mujoco", "warp"] = "mujoco"
   """Physics: mujoco (C MuJoCo on the CPU, deterministic, the measured
   scores) or warp (every table in one MuJoCo Warp batch, on Warp's default
@@ -115,41 +117,25 @@ def solution_for(exam, args: Args):
   return SOLUTIONS[args.solution]
 
 
-def run_table(table: int, args: Args, out: Path) -> dict:
-  """Examine one table on the C engine; write its outputs."""
+def run_batch(tables: list[int], args: Args, out: Path, bar) -> list[dict]:
+  """Examine ``tables`` in one examiner worker (one GlassPush environment):
+  the solution runs per table in a thread, each round of their pushes,
+  follows and takes goes as one request batch (on C MuJoCo only the acting
+  tables step, in parallel; a table's run does not depend on its batch).
+  Writes their outputs; ``bar`` counts rounds."""
   from evaluators.glass_push import Exam
 
   start = time.perf_counter()
   with Exam(
-    [table], pushes=args.pushes, film=args.film, oracle=is_oracle(args)
+    tables,
+    pushes=args.pushes,
+    film=args.film,
+    engine=args.engine,
+    oracle=is_oracle(args),
   ) as exam:
-    error = None
-    try:
-      solution_for(exam, args)(exam.examiners[0])
-    except Exception as err:  # noqa: BLE001 - a crashing solution is a result
-      error = f"{type(err).__name__}: {err}"
-    (record,) = exam.records()
-    if args.film:
-      exam.write_films([out / "films" / f"{table}.mp4"])
-  return write_table(record, error, out, time.perf_counter() - start)
-
-
-def run_batch(tables: list[int], args: Args, out: Path) -> list[dict]:
-  """Examine every table in one MuJoCo Warp batch; write their outputs."""
-  from tqdm import tqdm
-
-  from evaluators.glass_push import Exam
-
-  start = time.perf_counter()
-  with Exam(
-    tables, pushes=args.pushes, film=args.film, engine="warp", oracle=is_oracle(args)
-  ) as exam:
-    # A round: every running table's next push, follow or take, stepped as one.
-    with tqdm(desc=f"{args.solution} rounds", unit="round") as bar:
-      errors = exam.run_together(
-        solution_for(exam, args),
-        on_round=lambda n: bar.set_postfix(tables=n, refresh=False) or bar.update(1),
-      )
+    errors = exam.run_together(
+      solution_for(exam, args), on_round=lambda n: bar.update(1)
+    )
     records = exam.records()
     if args.film:
       exam.write_films([out / "films" / f"{t}.mp4" for t in tables])
@@ -198,16 +184,16 @@ def main(args: Args) -> int:
     (out / sub).mkdir()
   if is_oracle(args):
     print(f"{label(args)}: the runner hands it the true poses and friction.")
+  # MuJoCo Warp: one batch of every table; C MuJoCo: --jobs worker processes.
+  n = 1 if args.engine == "warp" else min(args.jobs, len(tables))
+  shares = [tables[k::n] for k in range(n)]
   rows = []
-  if args.engine == "warp":
-    rows = run_batch(tables, args, out)
-  else:
-    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-      futures = {pool.submit(run_table, t, args, out): t for t in tables}
-      with tqdm(total=len(tables), desc=f"{args.solution}", unit="table") as bar:
-        for future in as_completed(futures):
-          rows.append(future.result())
-          bar.update(1)
+  with (
+    tqdm(desc=f"{args.solution} rounds", unit="round") as bar,
+    ThreadPoolExecutor(max_workers=n) as pool,
+  ):
+    for share_rows in pool.map(lambda share: run_batch(share, args, out, bar), shares):
+      rows.extend(share_rows)
   rows.sort(key=lambda r: r["table"])
   for r in rows:
     r["solution"] = label(args)

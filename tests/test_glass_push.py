@@ -1,5 +1,6 @@
 """Glass pushing examiner (seed 003): tables, readings, the push routine,
-tipping, filming, hiding, scoring and the CLI. CPU, C MuJoCo."""
+tipping, filming, hiding, scoring and the CLI. CPU, C MuJoCo: the glass
+world on the GlassPush environment, the hand's segments compiled."""
 
 from __future__ import annotations
 
@@ -26,13 +27,9 @@ from evaluators.glass_push import (
 )
 from evaluators.glass_push.hidden import NOISE_HEIGHT, NOISE_POSITION, NOISE_WIDTH
 from evaluators.glass_push.tables import Glass, _draw_table, training_table
-from evaluators.glass_push.world import (
-  JAM_FORCE,
-  TOUCH_FORCE,
-  Friction,
-  GlassWorld,
-  PhysicsConfig,
-)
+from mjlab_tasks.glass_push.physics import Friction, PhysicsConfig
+from mjlab_tasks.glass_push.routine import JAM_FORCE, TOUCH_FORCE
+from mjlab_tasks.glass_push.world import GlassTable, GlassWorld
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,12 +38,13 @@ def tumbler(gid, x, y, height=0.07, widest=0.07, foot=0.06, mass=0.15):
   return Glass(gid, "tumbler", x, y, height, widest, foot, mass)
 
 
-def lone_world(*glasses, pushes=5, **physics) -> GlassWorld:
+def lone_world(*glasses, pushes=5, **physics) -> GlassTable:
   glasses = glasses or (tumbler(0, 0.45, -0.25),)
-  return GlassWorld(10_001, pushes, PhysicsConfig(glasses=tuple(glasses), **physics))
+  physics = PhysicsConfig(glasses=tuple(glasses), **physics)
+  return GlassTable.alone(10_001, pushes, physics)
 
 
-def glass_xy(world: GlassWorld, gid: int) -> np.ndarray:
+def glass_xy(world: GlassTable, gid: int) -> np.ndarray:
   return np.array([[s["x"], s["y"]] for s in world.glass_states() if s["id"] == gid])[0]
 
 
@@ -177,19 +175,10 @@ def test_batch_form_matches_single_examiners():
     ExaminerBatch(tables=[10025], engine="bullet")
 
 
-def force_log(world: GlassWorld) -> list[np.ndarray]:
+def force_log(world: GlassTable) -> list[np.ndarray]:
   """Record the wrist reading (the hand's net contact force, a 3-vector in
   the world frame) of every physics step from now on."""
-  log = []
-  step = world._step
-
-  def logged():
-    force = step()
-    log.append(world.data.sensordata[world._force_adr].copy())
-    return force
-
-  world._step = logged
-  return log
+  return world.log_forces()
 
 
 def sliding_balance(log, heading, mu, mass) -> tuple[float, float]:
@@ -425,8 +414,6 @@ def test_top_view_and_film_leave_the_scored_world_unchanged(tmp_path):
 
 
 def test_nothing_hidden_is_reachable_from_the_solution_api():
-  from evaluators.glass_push.world import GlassWorld as World
-
   examiner = Examiner(table=10025, pushes=2)
   try:
     examiner.look()
@@ -436,7 +423,7 @@ def test_nothing_hidden_is_reachable_from_the_solution_api():
     for name in ("look", "push", "take", "follow", "top_view", "refuse"):
       objs = _reachable(getattr(examiner, name))
       for obj in objs:
-        assert not isinstance(obj, (mujoco.MjModel, mujoco.MjData, World, Glass))
+        assert not isinstance(obj, (mujoco.MjModel, mujoco.MjData, GlassWorld, GlassTable, Glass))
         assert not isinstance(obj, np.ndarray) or obj.size == 0
         if isinstance(obj, float):
           assert obj not in secret_floats, obj
@@ -451,7 +438,7 @@ def test_nothing_hidden_is_reachable_from_the_solution_api():
   try:
     for name in ("look", "push", "follow", "take", "top_view", "refuse"):
       for obj in _reachable(getattr(batch, name)):
-        assert not isinstance(obj, (mujoco.MjModel, mujoco.MjData, World, Glass))
+        assert not isinstance(obj, (mujoco.MjModel, mujoco.MjData, GlassWorld, GlassTable, Glass))
         assert not isinstance(obj, float) or obj not in secret_floats
   finally:
     batch.close()
@@ -488,35 +475,6 @@ def test_layout_imports():
         }, path
       if isinstance(node, ast.Import):
         assert not any(a.name.startswith("evaluators") for a in node.names)
-
-
-def test_examiner_servos_compile_like_the_robot_entity():
-  """The examiner's plain-MuJoCo world (no mjlab in its worker) and mjlab's
-  robot entity build their servos from the same numbers (assets/ur5_rg2)."""
-  from assets.ur5_rg2 import ARM_JOINT_NAMES
-  from evaluators.glass_push.world import GlassWorld
-  from mjlab_tasks.common.c_engine import make_env
-  from mjlab_tasks.glass_push.env_cfg import glass_push_env_cfg
-
-  world = GlassWorld(10_001, 1)
-  env = make_env(glass_push_env_cfg(tables=(0,), num_envs=1), engine="mujoco")
-  try:
-    mine, theirs = world.model, env.sim.mj_model
-    for name in (*ARM_JOINT_NAMES, "rg2_opening"):
-      a, b = mine.actuator(name), theirs.actuator(f"robot/{name}")
-      np.testing.assert_allclose(a.gainprm[:3], b.gainprm[:3])
-      np.testing.assert_allclose(a.biasprm[:3], b.biasprm[:3])
-      np.testing.assert_allclose(a.forcerange, b.forcerange)
-    for name in ARM_JOINT_NAMES:
-      dof_a, dof_b = mine.joint(name).dofadr[0], theirs.joint(f"robot/{name}").dofadr[0]
-      assert mine.dof_armature[dof_a] == theirs.dof_armature[dof_b]
-    base = world.data.xquat[mine.body("base").id]
-    np.testing.assert_allclose(
-      base, env.sim.mj_data.xquat[theirs.body("robot/base").id]
-    )
-  finally:
-    env.close()
-    world.close()
 
 
 # -- scoring, solutions, CLI -----------------------------------------------------

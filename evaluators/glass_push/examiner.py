@@ -62,43 +62,21 @@ def _reply(fn, *args) -> tuple:
     return ("error", type(err).__name__, str(err))
 
 
-class _OneByOne:
-  """C MuJoCo: one ``GlassWorld`` per table, requests answered in turn."""
+class _Tables:
+  """A worker's tables: one ``GlassWorld`` (one GlassPush environment, one
+  table per environment) on either engine. The pushes and follows of one
+  request batch run together, then its takes; on the C engine only the
+  acting tables step, in parallel threads."""
 
-  def __init__(self, jobs: list[tuple]):
-    from evaluators.glass_push.world import GlassWorld
-
-    self.worlds = [GlassWorld(*job) for job in jobs]
-
-  def _do(self, slot: int, op: str, args):
-    world = self.worlds[slot]
-    if op in ("truth", "oracle_truth"):
-      truth = dict(
-        glasses=[g.as_dict() for g in world.glasses], states=world.glass_states()
-      )
-      return _with_friction(truth, world.physics) if op == "oracle_truth" else truth
-    return getattr(world, op)(*args)
-
-  def answer(self, batch: list[tuple]) -> list[tuple]:
-    return [_reply(self._do, slot, op, args) for slot, op, args in batch]
-
-  def close(self) -> None:
-    for w in self.worlds:
-      w.close()
-
-
-class _Together:
-  """MuJoCo Warp: all tables in one ``GlassWorldBatch``; the pushes and
-  follows of one request batch run together, so do its takes."""
-
-  def __init__(self, jobs: list[tuple]):
-    # mjlab (imported by the Warp world) then silences Warp's module
-    # messages, which would bury the runner's progress bars.
+  def __init__(self, jobs: list[tuple], engine: str):
+    # mjlab then silences Warp's module messages, which would bury the
+    # runner's progress bars.
     os.environ.setdefault("MJLAB_WARP_QUIET", "1")
-    from evaluators.glass_push.warp_world import GlassWorldBatch
+    from mjlab_tasks.glass_push.world import GlassWorld
 
     _, pushes, physics, film = jobs[0]
-    self.batch = GlassWorldBatch([job[0] for job in jobs], pushes, physics, film)
+    tables = [job[0] for job in jobs]
+    self.world = GlassWorld(tables, pushes, physics, film, engine)
 
   def answer(self, batch: list[tuple]) -> list[tuple]:
     slots = [slot for slot, _, _ in batch]
@@ -108,9 +86,9 @@ class _Together:
     takes = {slot: args[0] for slot, op, args in batch if op == "take"}
     done = {}
     if acts:
-      done |= {("act", k): v for k, v in self.batch.act(acts).items()}
+      done |= {("act", k): v for k, v in self.world.act(acts).items()}
     if takes:
-      done |= {("take", k): v for k, v in self.batch.take(takes).items()}
+      done |= {("take", k): v for k, v in self.world.take(takes).items()}
     replies = []
     for slot, op, args in batch:
       if op in ("push", "follow"):
@@ -120,14 +98,14 @@ class _Together:
       elif op == "oracle_truth":
         replies.append(_reply(self._oracle_truth, slot))
       else:
-        replies.append(_reply(getattr(self.batch, op), slot, *args))
+        replies.append(_reply(getattr(self.world, op), slot, *args))
     return replies
 
   def _oracle_truth(self, slot: int) -> dict:
-    return _with_friction(self.batch.truth(slot), self.batch.physics)
+    return _with_friction(self.world.truth(slot), self.world.physics)
 
   def close(self) -> None:
-    self.batch.close()
+    self.world.close()
 
 
 def _serve(
@@ -145,10 +123,10 @@ def _serve(
   the OpenGL backend ``picture_gl``, loaded at the first one.
   """
   try:
-    from evaluators.glass_push.world import use_picture_gl
+    from mjlab_tasks.glass_push.pictures import use_picture_gl
 
     use_picture_gl(picture_gl)
-    worlds = (_Together if engine == "warp" else _OneByOne)(jobs)
+    worlds = _Tables(jobs, engine)
   except Exception as err:  # noqa: BLE001 - reported to the client
     conn.send([("error", type(err).__name__, str(err))])
     return

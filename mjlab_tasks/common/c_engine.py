@@ -448,13 +448,23 @@ class CMujocoSimulation:
     readings = np.zeros((self.num_envs, nsteps, addresses.shape[1]))
     last_dq = np.zeros((self.num_envs, 2 * control.n))
     params = np.ascontiguousarray(params, dtype=np.float64)
-    inputs, in_spec = self._input_buf, self._input_spec
 
     def run(model, d, i):
       native_control.run_world(
         model, d, control, params[i], nsteps, addresses[i], readings[i], last_dq[i]
       )
-      # The loop wrote ctrl and qfrc_applied: they are the inputs now.
+
+    self.run_worlds(run)
+    return readings, last_dq
+
+  def run_worlds(self, fn) -> None:
+    """``fn(model, data, i)`` on every world in the worker threads, like a
+    physics step: ``fn`` may step the world and write its ``ctrl`` and
+    ``qfrc_applied``, which are the inputs afterwards (compiled controls)."""
+    inputs, in_spec = self._input_buf, self._input_spec
+
+    def run(model, d, i):
+      fn(model, d, i)
       mujoco.mj_getState(model, d, inputs[i], in_spec)
 
     with self.nan_guard.watch(self._data):
@@ -464,7 +474,6 @@ class CMujocoSimulation:
     self._pushed_input_versions = tuple(
       getattr(self._data, f)._version for f in _INPUT_FIELDS
     )
-    return readings, last_dq
 
   def _record_addresses(self, record: tuple[tuple[str, int, int], ...]) -> np.ndarray:
     """Addresses [num_envs, K] (uint64) of the recorded doubles of each world

@@ -105,6 +105,36 @@ def why_not(env: ManagerBasedRlEnv) -> str | None:
   return None
 
 
+def configure_arm(
+  control: native_control.ArmControl, model: mujoco.MjModel, arm
+) -> None:
+  """Fill ``control`` from an arm action term (Cartesian or joint)."""
+  c = control
+  joints = arm._joint_global_ids.tolist()
+  c.mode = (
+    native_control.MODE_CARTESIAN
+    if isinstance(arm, CartesianPoseAction)
+    else native_control.MODE_JOINT
+  )
+  c.n = len(joints)
+  c.bias_compensation = int(arm.cfg.bias_compensation)
+  c.site = getattr(arm, "_site_id", -1)
+  c.max_dq = arm.cfg.max_dq
+  c.damping = getattr(arm.cfg, "damping", 0.0)
+  for k, (j, qadr, dof, ctrl) in enumerate(
+    zip(
+      joints,
+      arm._qpos_ids.tolist(),
+      arm._dof_ids.tolist(),
+      _arm_ctrl_ids(model, joints),
+      strict=True,
+    )
+  ):
+    if model.jnt_type[j] != mujoco.mjtJoint.mjJNT_HINGE:
+      raise ValueError("the compiled control supports hinge joints only")
+    c.joint[k], c.qpos_adr[k], c.dof_adr[k], c.ctrl[k] = j, qadr, dof, ctrl
+
+
 class CompiledLoop:
   """The rerouted decimation loop of one environment (see the module doc)."""
 
@@ -131,32 +161,11 @@ class CompiledLoop:
     self._originals = {}
 
   def _configure_arm(self, arm) -> None:
-    c, model = self.control, self.env.sim.mj_model
-    joints = arm._joint_global_ids.tolist()
-    c.mode = (
-      native_control.MODE_CARTESIAN
-      if isinstance(arm, CartesianPoseAction)
-      else native_control.MODE_JOINT
-    )
-    c.n = len(joints)
-    c.bias_compensation = int(arm.cfg.bias_compensation)
-    c.site = getattr(arm, "_site_id", -1)
-    c.max_dq = arm.cfg.max_dq
-    c.damping = getattr(arm.cfg, "damping", 0.0)
-    for k, (j, qadr, dof, ctrl) in enumerate(
-      zip(
-        joints,
-        arm._qpos_ids.tolist(),
-        arm._dof_ids.tolist(),
-        _arm_ctrl_ids(model, joints),
-        strict=True,
-      )
-    ):
-      if model.jnt_type[j] != mujoco.mjtJoint.mjJNT_HINGE:
-        raise ValueError("the compiled control supports hinge joints only")
-      c.joint[k], c.qpos_adr[k], c.dof_adr[k], c.ctrl[k] = j, qadr, dof, ctrl
+    configure_arm(self.control, self.env.sim.mj_model, arm)
     self._arm_ctrl = torch.tensor(
-      [c.ctrl[k] for k in range(c.n)], dtype=torch.long, device=self.env.device
+      [self.control.ctrl[k] for k in range(self.control.n)],
+      dtype=torch.long,
+      device=self.env.device,
     )
 
   def _substep_metric_terms(self) -> list:

@@ -52,6 +52,40 @@ class ArmControl(ctypes.Structure):
   ]
 
 
+MAX_FREE = 16
+
+
+class HandMove(ctypes.Structure):
+  """Mirror of ``struct HandMove`` in arm_control.cc: one straight line (or
+  hold) of the commanded tool point, stopped by the wrist force."""
+
+  _fields_ = [
+    ("p0", ctypes.c_double * 3),
+    ("p1", ctypes.c_double * 3),
+    ("h0", ctypes.c_double),
+    ("dh", ctypes.c_double),
+    ("stop", ctypes.c_double),
+    ("still_lin", ctypes.c_double),
+    ("still_ang", ctypes.c_double),
+    ("peak", ctypes.c_double),
+    ("force", ctypes.c_double),
+    ("n", ctypes.c_int32),
+    ("k", ctypes.c_int32),
+    ("hold", ctypes.c_int32),
+    ("still", ctypes.c_int32),
+    ("still_need", ctypes.c_int32),
+    ("steps", ctypes.c_int32),
+    ("sample_every", ctypes.c_int32),
+    ("film_every", ctypes.c_int32),
+    ("force_adr", ctypes.c_int32),
+    ("hit", ctypes.c_int32),
+    ("nsamples", ctypes.c_int32),
+    ("nfilm", ctypes.c_int32),
+    ("nfree", ctypes.c_int32),
+    ("free_dof", ctypes.c_int32 * MAX_FREE),
+  ]
+
+
 class NativeControlUnavailable(RuntimeError):
   """The compiled control could not be built (no C++ compiler, or it failed)."""
 
@@ -131,6 +165,10 @@ def library() -> ctypes.CDLL:
   dll.arm_control_run.restype = ctypes.c_int
   dll.arm_control_targets.argtypes = [ptr, ptr, ptr, ptr]
   dll.arm_control_targets.restype = None
+  dll.hand_move_run.argtypes = [ptr, ptr, ptr, ptr, ptr, ptr, ctypes.c_int, ptr]
+  dll.hand_move_run.argtypes += [ctypes.c_int, ptr, ctypes.c_int, ptr, ctypes.c_int]
+  dll.hand_move_run.argtypes += [ctypes.c_char_p, ctypes.c_int]
+  dll.hand_move_run.restype = ctypes.c_int
   return dll
 
 
@@ -191,3 +229,46 @@ def control_targets(
   library().arm_control_targets(
     data._address, ctypes.addressof(control), params.ctypes.data, last_dq.ctypes.data
   )
+
+
+def run_hand_move(
+  model: mujoco.MjModel,
+  data: mujoco.MjData,
+  control: ArmControl,
+  params: np.ndarray,
+  move: HandMove,
+  sample_addr: np.ndarray,
+  samples: np.ndarray,
+  film_addr: np.ndarray,
+  film: np.ndarray,
+) -> None:
+  """One ``HandMove`` of one world (GIL released): physics steps until the
+  line ends, the force passes ``move.stop``, or a hold is still.
+
+  ``params`` [NUM_PARAMS] float64 (the arm target; written on a line);
+  ``sample_addr`` / ``film_addr`` [K] uint64 addresses of doubles in
+  ``data``, copied into ``samples`` [rows, 1 + K] (the world's time first)
+  / ``film`` [rows, K] every
+  ``move.sample_every`` / ``move.film_every`` world steps (as many rows as
+  fit; ``move.nsamples`` / ``move.nfilm`` say how many). A MuJoCo error
+  raises ``mujoco.FatalError``."""
+  error = ctypes.create_string_buffer(1024)
+  status = library().hand_move_run(
+    model._address,
+    data._address,
+    ctypes.addressof(control),
+    params.ctypes.data,
+    ctypes.addressof(move),
+    sample_addr.ctypes.data,
+    len(sample_addr),
+    samples.ctypes.data,
+    len(samples),
+    film_addr.ctypes.data,
+    len(film_addr),
+    film.ctypes.data,
+    len(film),
+    error,
+    len(error),
+  )
+  if status != 0:
+    raise mujoco.FatalError(error.value.decode(errors="replace"))

@@ -39,13 +39,13 @@ from mjlab.managers.termination_manager import TerminationTermCfg
 from mjlab.sensor import CameraSensorCfg
 
 from assets.ur5_rg2 import GRIPPER_ACTUATOR_NAME, TCP_SITE_NAME
-from evaluators.glass_push.world import TIMESTEP
 from mjlab_tasks.common import mdp as common_mdp
 from mjlab_tasks.common.actions import GripperActionCfg
 from mjlab_tasks.common.cameras import CAMERA_GROUP, camera_rgb
 from mjlab_tasks.common.scene import ROBOT, make_robot_env_cfg
 from mjlab_tasks.glass_push import mdp
 from mjlab_tasks.glass_push.events import place_glasses
+from mjlab_tasks.glass_push.routine import TIMESTEP
 from mjlab_tasks.glass_push.scene import (
   GLASS_ENTITY,
   SLOTS,
@@ -109,9 +109,12 @@ def glass_push_env_cfg(
   )
   cfg.scene.entities[ROBOT] = robot_entity_cfg(friction)
   cfg.scene.terrain = None  # the table entity is the ground (0.75 m above a floor)
-  # The examiner's physics: 2 ms steps, 30 solver iterations.
+  # The examiner's physics: 2 ms steps, 30 solver iterations, C MuJoCo's
+  # line-search and convex-collision iteration counts.
   cfg.sim.mujoco.timestep = TIMESTEP
   cfg.sim.mujoco.iterations = 30
+  cfg.sim.mujoco.ls_iterations = 50
+  cfg.sim.mujoco.ccd_iterations = 35
   cfg.decimation = round(POLICY_DT / TIMESTEP)
   cfg.actions["gripper"] = GripperActionCfg(
     entity_name=ROBOT, tendon_name=GRIPPER_ACTUATOR_NAME, held_at=-1.0

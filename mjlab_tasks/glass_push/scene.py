@@ -31,14 +31,14 @@ from evaluators.glass_push.tables import (
   _draw_table,
   takeable_without_pushing,
 )
-from evaluators.glass_push.world import (
+from mjlab_tasks.glass_push.physics import (
   Friction,
   PhysicsConfig,
   add_cameras_and_lights,
   add_table,
   set_hand_friction,
 )
-from evaluators.glass_push.world import table_glasses as world_table_glasses
+from mjlab_tasks.glass_push.physics import table_glasses as checked_table_glasses
 
 SLOTS = MAX_GLASSES
 # The hand's start: tool point 0.30 m above the table, 0.25 m to the left of
@@ -69,7 +69,7 @@ def table_glasses_of(table: int, physics: PhysicsConfig) -> tuple[Glass, ...]:
   the physics fixture's (checked as the examiner checks them)."""
   if physics.glasses is None:
     return table_glasses(table)
-  return world_table_glasses(table, physics)
+  return checked_table_glasses(table, physics)
 
 
 def slot_glass(glasses: tuple[Glass, ...], slot: int) -> Glass:
@@ -104,10 +104,13 @@ def glass_entity_cfg(slot: int, pool: tuple[int, ...], physics: PhysicsConfig):
     glass = slot_glass(table_glasses_of(table, physics), slot)
     return glass_spec(glass, physics.friction)
 
+  tables = list(dict.fromkeys(pool))  # a table in the pool twice: one variant
   return VariantEntityCfg(
     init_state=EntityCfg.InitialStateCfg(pos=parked_place(slot)),
-    variants={f"table_{t}": functools.partial(variant, t) for t in pool},
-    assignment=lambda num_envs: [i % len(pool) for i in range(num_envs)],
+    variants={f"table_{t}": functools.partial(variant, t) for t in tables},
+    assignment=lambda num_envs: [
+      tables.index(pool[i % len(pool)]) for i in range(num_envs)
+    ],
   )
 
 

@@ -166,6 +166,111 @@ int arm_control_run(const mjModel* m, mjData* d, const ArmControl* c,
   return 0;
 }
 
+// A straight line of the commanded tool point, or a hold (the glass
+// examiner's hand): the arm control above every physics step, its target
+// moved along the line, until the line ends or the wrist force passes `stop`;
+// a hold ends once every listed free joint has been still for `still_need`
+// steps (or after `n` steps).
+struct HandMove {
+  double p0[3];
+  double p1[3];
+  double h0;         // heading at the line's start [rad]
+  double dh;         // heading change over the line
+  double stop;       // force threshold [N]: the line stops above it
+  double still_lin;  // a free joint is still below these speeds
+  double still_ang;
+  double peak;    // in/out: the largest force
+  double force;   // out: the last step's force
+  int32_t n;      // steps of the line (a hold: the most steps)
+  int32_t k;      // in/out: steps done
+  int32_t hold;   // 1: hold the target until still
+  int32_t still;  // in/out: consecutive still steps
+  int32_t still_need;
+  int32_t steps;         // in/out: the world's physics step count
+  int32_t sample_every;  // record `sample` every this many world steps
+  int32_t film_every;    // record `film` every this many (0: never)
+  int32_t force_adr;     // sensordata address of the force vector
+  int32_t hit;           // out: stopped by the force
+  int32_t nsamples;      // out
+  int32_t nfilm;         // out
+  int32_t nfree;
+  int32_t free_dof[16];
+};
+
+static void hand_quat(double heading, double* quat) {
+  // Tool y (the pads' width) along the heading, z down, x across.
+  double c = cos(heading), s = sin(heading);
+  double mat[9] = {-s, c, 0, c, s, 0, 0, 0, -1};
+  mju_mat2Quat(quat, mat);
+}
+
+static bool still(const mjData* d, const HandMove* h) {
+  for (int g = 0; g < h->nfree; g++) {
+    const double* v = d->qvel + h->free_dof[g];
+    if (mju_norm3(v) > h->still_lin || mju_norm3(v + 3) > h->still_ang) {
+      return false;
+    }
+  }
+  return true;
+}
+
+static void copy_out(const double* const* addr, int count, double* out) {
+  for (int k = 0; k < count; k++) out[k] = *addr[k];
+}
+
+// Runs one HandMove on one world; `params` holds the arm control's target
+// (the pose is overwritten on a line, kept on a hold). A sample row is the
+// world's time, then the `sample_addr` values. Returns 0, or -1 on a MuJoCo
+// error (message in `error`).
+int hand_move_run(const mjModel* m, mjData* d, const ArmControl* c,
+                  double* params, HandMove* h, const double* const* sample_addr,
+                  int nsample_addr, double* samples, int max_samples,
+                  const double* const* film_addr, int nfilm_addr, double* film,
+                  int max_film, char* error, int error_size) {
+  mjfLogHandler previous = _mjPRIVATE_setTlsLogHandler(&on_log);
+  if (setjmp(error_jump) != 0) {
+    _mjPRIVATE_setTlsLogHandler(previous);
+    snprintf(error, error_size, "%s", error_message);
+    return -1;
+  }
+  double last_dq[2 * kMaxArm];
+  h->hit = h->nsamples = h->nfilm = 0;
+  params[kHasTarget] = 1.0;
+  while (h->k < h->n) {
+    h->k++;
+    if (!h->hold) {
+      double a = (double)h->k / h->n;
+      for (int j = 0; j < 3; j++) {
+        params[kPos + j] = h->p0[j] + a * (h->p1[j] - h->p0[j]);
+      }
+      hand_quat(h->h0 + a * h->dh, params + kQuat);
+    }
+    arm_control(d, c, params, last_dq);
+    mj_step(m, d);
+    h->steps++;
+    h->force = mju_norm3(d->sensordata + h->force_adr);
+    h->peak = fmax(h->peak, h->force);
+    if (h->steps % h->sample_every == 0 && h->nsamples < max_samples) {
+      double* row = samples + (size_t)h->nsamples++ * (nsample_addr + 1);
+      row[0] = d->time;
+      copy_out(sample_addr, nsample_addr, row + 1);
+    }
+    if (h->film_every > 0 && h->steps % h->film_every == 0 &&
+        h->nfilm < max_film) {
+      copy_out(film_addr, nfilm_addr, film + (size_t)h->nfilm++ * nfilm_addr);
+    }
+    if (h->hold) {
+      h->still = still(d, h) ? h->still + 1 : 0;
+      if (h->still >= h->still_need) break;
+    } else if (h->force > h->stop) {
+      h->hit = 1;
+      break;
+    }
+  }
+  _mjPRIVATE_setTlsLogHandler(previous);
+  return 0;
+}
+
 // One control computation without stepping (parity tests).
 void arm_control_targets(mjData* d, const ArmControl* c, const double* params,
                          double* last_dq) {
