@@ -62,7 +62,7 @@ def check_task(task: str) -> None:
   with warnings.catch_warnings():
     # mjlab's import decorates with torch.jit.script, which torch deprecates.
     warnings.filterwarnings("ignore", "`torch.jit.script` is deprecated")
-    import mjlab.tasks  # noqa: F401 - fills the registry (the suite's tasks too)
+    import mjlab_tasks.tasks  # noqa: F401 - fills the registry (mjlab's and the suite's)
   from mjlab.tasks.registry import list_tasks
 
   if task not in list_tasks():

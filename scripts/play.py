@@ -210,6 +210,7 @@ def export_onnx(task: str, checkpoint: Path, output: Path, engine: str) -> None:
   """The checkpoint's policy as ONNX, from a one-environment build of the task."""
   from mjlab.tasks.registry import load_env_cfg
 
+  import mjlab_tasks.tasks  # noqa: F401 - the registry
   from mjlab_tasks.common.c_engine import make_env
   from mjlab_tasks.common.policy import export_onnx_policy
 

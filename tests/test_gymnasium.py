@@ -19,6 +19,7 @@ from gymnasium.utils import env_checker, passive_env_checker
 from gymnasium.vector import AutoresetMode, VectorEnv
 from mjlab.tasks.registry import load_env_cfg
 
+import mjlab_tasks.tasks  # noqa: F401 - mjlab's registry (load_env_cfg)
 from mjlab_tasks.bin_pick.env_cfg import bin_pick_env_cfg
 from mjlab_tasks.common.c_engine import make_env
 from mjlab_tasks.common.gym_env import MjlabVectorEnv
@@ -111,7 +112,8 @@ def test_make_vec_uses_the_vector_entry_point():
 
 def test_module_colon_id_needs_no_prior_import():
   """``gym.make("mjlab_tasks:<id>")`` in a fresh interpreter that never
-  imported the suite (its tasks register on that import)."""
+  imported the suite: the ids register on that import (without mjlab), the
+  mjlab task when the environment is built."""
   code = (
     "import sys, gymnasium as gym\n"
     "assert 'mjlab_tasks' not in sys.modules\n"

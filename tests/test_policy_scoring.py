@@ -93,6 +93,7 @@ def _untrained_cube_tray_policy(folder: Path) -> tuple[Path, Path]:
   from mjlab.rl import MjlabOnPolicyRunner, RslRlVecEnvWrapper
   from mjlab.tasks.registry import load_env_cfg, load_rl_cfg
 
+  import mjlab_tasks.tasks  # noqa: F401 - the registry
   from mjlab_tasks.common.c_engine import make_env
 
   cfg = load_env_cfg("CubeTray-UR5-RG2", play=True)

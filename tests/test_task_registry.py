@@ -1,24 +1,101 @@
-"""Every task this suite registers: found by mjlab, builds, resets and steps.
+"""Every task this suite registers: found by mjlab, builds, resets and steps;
+and importing the suite's packages stays light (no mjlab).
 
 Modelled on mjlab's own tests/test_task_configs.py.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import torch
 from mjlab.tasks.registry import list_tasks, load_env_cfg
 
-import mjlab_tasks  # noqa: F401
+import mjlab_tasks.tasks  # noqa: F401 - mjlab's registry
 from mjlab_tasks.common.c_engine import make_env
 
 SUITE_TASKS = ("CubeTray-UR5-RG2", "BinPick-UR5-RG2", "GlassPush-UR5-RG2")
+GYM_IDS = tuple(t + s for t in SUITE_TASKS for s in ("", "-Play"))
 
 
-def test_suite_tasks_registered_through_entry_point():
-  # mjlab imports the suite itself (entry point group "mjlab.tasks").
+def _python(code: str) -> subprocess.CompletedProcess:
+  """``code`` in a fresh interpreter; it must succeed."""
+  run = subprocess.run(
+    [sys.executable, "-W", "ignore", "-c", code],
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
+  assert run.returncode == 0, run.stderr[-3000:]
+  return run
+
+
+def test_suite_tasks_registered():
+  assert mjlab_tasks.tasks.TASK_IDS == SUITE_TASKS
   for task in SUITE_TASKS:
     assert task in list_tasks()
+
+
+def test_importing_the_packages_imports_no_mjlab():
+  """The suite's packages (what a solution process imports, e.g. the glass
+  examiner's client) import neither mjlab nor torch; they register the
+  Gymnasium ids only (strings: mjlab comes when an environment is built)."""
+  code = (
+    "import sys\n"
+    "import gymnasium as gym\n"
+    "import mjlab_tasks, mjlab_tasks.glass_push, mjlab_tasks.cube_tray\n"
+    "import mjlab_tasks.bin_pick, mjlab_tasks.common.gym_env\n"
+    "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('mjlab', 'torch'))\n"
+    "assert not heavy, heavy[:10]\n"
+    f"assert all(i in gym.registry for i in {GYM_IDS!r})\n"
+    "assert mjlab_tasks.glass_push.TASK_ID == 'GlassPush-UR5-RG2'\n"
+  )
+  _python(code)
+
+
+@pytest.mark.parametrize(
+  "first",
+  [
+    "import mjlab",  # mjlab's own list-envs / train / play: the entry point
+    "import mjlab_tasks.tasks",  # this suite's scripts and tests
+  ],
+)
+def test_entry_point_registers_every_id(first):
+  """From either import, in a fresh interpreter: the three tasks (training
+  and play configurations) in mjlab's registry, the six Gymnasium ids, and
+  the entry point mjlab loads is this suite's."""
+  code = (
+    f"{first}\n"
+    "from importlib.metadata import entry_points\n"
+    "import gymnasium as gym\n"
+    "from mjlab.tasks.registry import list_tasks, load_env_cfg\n"
+    "(ep,) = [e for e in entry_points(group='mjlab.tasks')"
+    " if e.value.startswith('mjlab_tasks')]\n"
+    "assert ep.value == 'mjlab_tasks.entry_point', ep\n"
+    f"for task in {SUITE_TASKS!r}:\n"
+    "  assert task in list_tasks(), task\n"
+    "  assert load_env_cfg(task).episode_length_s > 0\n"
+    "  assert load_env_cfg(task, play=True).episode_length_s > 0\n"
+    f"assert all(i in gym.registry for i in {GYM_IDS!r})\n"
+  )
+  run = _python(code)
+  assert "Failed to load task package" not in run.stderr, run.stderr[-3000:]
+
+
+def test_a_suite_module_imported_before_mjlab():
+  """A suite module that imports mjlab first (half-imported when mjlab loads
+  its entry points): no failed entry point, and ``mjlab_tasks.tasks``
+  imported afterwards registers the tasks."""
+  code = (
+    "import mjlab_tasks.cube_tray.env_cfg\n"
+    "import mjlab_tasks.tasks\n"
+    "from mjlab.tasks.registry import list_tasks\n"
+    f"assert set(list_tasks()) >= set({SUITE_TASKS!r})\n"
+  )
+  run = _python(code)
+  assert "Failed to load task package" not in run.stderr, run.stderr[-3000:]
 
 
 @pytest.mark.parametrize("task", SUITE_TASKS)

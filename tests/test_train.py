@@ -53,6 +53,7 @@ def _policy_pair(checkpoint: Path, onnx_file: Path, num_envs: int):
   """The environment, and the checkpoint and its ONNX export acting in it."""
   from mjlab.tasks.registry import load_env_cfg
 
+  import mjlab_tasks.tasks  # noqa: F401 - the registry
   from mjlab_tasks.common.c_engine import make_env
   from mjlab_tasks.common.policy import load_policy
 

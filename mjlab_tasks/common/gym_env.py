@@ -13,6 +13,10 @@ NumPy by default (Gymnasium's convention) or torch tensors on the
 environment's device with ``array_type="torch"``. Ended environments are reset
 inside ``step`` (``AutoresetMode.SAME_STEP``); their last observation is in
 ``info["final_obs"]``. See docs/gymnasium.md.
+
+Importing this module is light (Gymnasium and NumPy): ``import mjlab_tasks``
+registers the ids through it. torch, the engines and mjlab (with the suite's
+mjlab tasks, ``mjlab_tasks.tasks``) are imported when an environment is built.
 """
 
 from __future__ import annotations
@@ -25,14 +29,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import gymnasium as gym
 import numpy as np
-import torch
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from mjlab_tasks.common.c_engine import make_env, resolve_engine
-
 if TYPE_CHECKING:
+  import torch
   from mjlab.envs import ManagerBasedRlEnv, ManagerBasedRlEnvCfg
 
 ArrayType = Literal["numpy", "torch"]
@@ -85,6 +87,8 @@ class MjlabVectorEnv(VectorEnv, gym.Env):
     verbose: bool = False,
     render_mode: str | None = None,
   ):
+    from mjlab_tasks.common.c_engine import make_env, resolve_engine
+
     _check_args(num_envs, array_type, clip_actions, render_mode)
     device = device or default_device(engine)
     engine = resolve_engine(engine, device)
@@ -204,6 +208,8 @@ class MjlabVectorEnv(VectorEnv, gym.Env):
 
   def _reset_ids(self, options: dict[str, Any] | None) -> torch.Tensor | None:
     """Environment ids from Gymnasium's ``reset_mask`` option (None: all)."""
+    import torch
+
     mask = (options or {}).get("reset_mask")
     if mask is None:
       return None
@@ -217,6 +223,8 @@ class MjlabVectorEnv(VectorEnv, gym.Env):
 
   def _actions(self, actions: Any) -> torch.Tensor:
     """Actions [num_envs, action_dim] as a float32 tensor on the device."""
+    import torch
+
     if torch.is_tensor(actions):
       tensor = actions.to(device=self.mjlab_env.device, dtype=torch.float32)
     else:
@@ -240,6 +248,8 @@ class MjlabVectorEnv(VectorEnv, gym.Env):
 
   def _info(self, extras: dict[str, Any]) -> dict[str, Any]:
     """mjlab's episode log (means over the environments that just ended)."""
+    import torch
+
     log = extras.get("log") or {}
     if not log:
       return {}
@@ -252,6 +262,8 @@ class MjlabVectorEnv(VectorEnv, gym.Env):
   def _final_obs(self, final_obs: Any, ended: torch.Tensor) -> tuple[np.ndarray, Any]:
     """Gymnasium's layout: an object array with each ended environment's last
     observation (None elsewhere), and its bool mask."""
+    import torch
+
     array = np.full(self.num_envs, None, dtype=object)
     for row, env_id in enumerate(ended.tolist()):
       array[env_id] = self._out(_map(final_obs, lambda t, r=row: t[r].clone()))
@@ -262,6 +274,8 @@ class MjlabVectorEnv(VectorEnv, gym.Env):
 
 def default_device(engine: str | None) -> str:
   """cuda:0 when CUDA is there and the C engine is not asked for, else cpu."""
+  import torch
+
   return "cuda:0" if engine != "mujoco" and torch.cuda.is_available() else "cpu"
 
 
@@ -295,8 +309,9 @@ def _check_args(num_envs, array_type, clip_actions, render_mode) -> None:
 
 def _registered(task_id: str, play: bool) -> ManagerBasedRlEnvCfg:
   """The task's registered configuration (a copy)."""
-  import mjlab.tasks  # noqa: F401  (fills mjlab's registry, the suite's tasks too)
   from mjlab.tasks.registry import list_tasks, load_env_cfg
+
+  import mjlab_tasks.tasks  # noqa: F401  (fills mjlab's registry, the suite's tasks)
 
   if task_id not in list_tasks():
     raise ValueError(f"unknown mjlab task {task_id!r}")

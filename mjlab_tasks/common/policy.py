@@ -85,6 +85,8 @@ def _load_runner(
   from mjlab.rl import MjlabOnPolicyRunner, RslRlVecEnvWrapper
   from mjlab.tasks.registry import load_rl_cfg, load_runner_cls
 
+  import mjlab_tasks.tasks  # noqa: F401 - the registry
+
   agent_cfg = load_rl_cfg(task_id)
   wrapper = RslRlVecEnvWrapper(env, clip_actions=agent_cfg.clip_actions)
   runner_cls = load_runner_cls(task_id) or MjlabOnPolicyRunner
@@ -177,6 +179,8 @@ class OnnxPolicy:
   def __init__(self, env: ManagerBasedRlEnv, task_id: str, path: Path):
     from mjlab.rl import RslRlVecEnvWrapper
     from mjlab.tasks.registry import load_rl_cfg
+
+    import mjlab_tasks.tasks  # noqa: F401 - the registry
 
     missing = onnx_runtime_missing()
     if missing is not None:

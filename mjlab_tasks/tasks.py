@@ -1,0 +1,59 @@
+"""Registers every suite task with mjlab (and, through the package, Gymnasium).
+
+mjlab imports this module through the ``mjlab.tasks`` entry point (see
+pyproject.toml), so ``list-envs``, ``train`` and ``play`` see the tasks with
+no extra import. Code outside mjlab that needs mjlab's registry
+(``load_env_cfg``, ``load_rl_cfg``, ``list_tasks``) imports it explicitly:
+
+  import mjlab_tasks.tasks  # noqa: F401 - registers the suite's tasks
+
+Importing it imports mjlab, its example tasks and rsl_rl (10+ s); importing
+``mjlab_tasks`` or a task package (``mjlab_tasks.cube_tray``, ...) does not.
+The Gymnasium ids are registered by ``mjlab_tasks`` itself (cheaply, without
+mjlab), which every import of this module runs first.
+"""
+
+from mjlab.tasks.registry import register_mjlab_task
+
+from mjlab_tasks import TASK_IDS, bin_pick, cube_tray, glass_push
+from mjlab_tasks.bin_pick.env_cfg import bin_pick_env_cfg
+from mjlab_tasks.common.rl_cfg import ppo_runner_cfg
+from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
+from mjlab_tasks.glass_push.env_cfg import glass_push_env_cfg
+
+__all__ = ["TASK_IDS"]
+
+# Cube in tray.
+register_mjlab_task(
+  task_id=cube_tray.TASK_ID,
+  env_cfg=cube_tray_env_cfg(end_on_success=False),
+  play_env_cfg=cube_tray_env_cfg(play=True),
+  rl_cfg=ppo_runner_cfg("cube_tray_ur5_rg2"),
+)
+
+# Bin picking with a pourer. Training: four object slots on the default bin,
+# a pool of four pours per environment (resets draw from it), 90 s episodes
+# (four deliveries at the expert's 20 s pace), the cleared bin absorbing.
+# Play: the evaluation scene (twelve slots, each environment's own pour, ends
+# when cleared).
+TRAIN_OBJECTS, TRAIN_POUR_ROUNDS, TRAIN_EPISODE_S = 4, 4, 90.0
+
+register_mjlab_task(
+  task_id=bin_pick.TASK_ID,
+  env_cfg=bin_pick_env_cfg(
+    objects=TRAIN_OBJECTS,
+    pour_rounds=TRAIN_POUR_ROUNDS,
+    end_on_clear=False,
+    episode_length_s=TRAIN_EPISODE_S,
+  ),
+  play_env_cfg=bin_pick_env_cfg(play=True),
+  rl_cfg=ppo_runner_cfg("bin_pick_ur5_rg2"),
+)
+
+# Pushing glasses apart (docs/glass_push.md).
+register_mjlab_task(
+  task_id=glass_push.TASK_ID,
+  env_cfg=glass_push_env_cfg(end_on_success=False),
+  play_env_cfg=glass_push_env_cfg(play=True),
+  rl_cfg=ppo_runner_cfg("glass_push_ur5_rg2"),
+)
