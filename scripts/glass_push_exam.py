@@ -123,7 +123,7 @@ def run_batch(tables: list[int], args: Args, out: Path, bar) -> list[dict]:
   follows and takes goes as one request batch (on C MuJoCo only the acting
   tables step, in parallel; a table's run does not depend on its batch).
   Writes their outputs; ``bar`` counts rounds."""
-  from evaluators.glass_push import Exam
+  from mjlab_tasks.glass_push import Exam
 
   start = time.perf_counter()
   with Exam(

@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from evaluators.glass_push import felt, hand, hidden, requests, room, tables, world
-from evaluators.glass_push import warp_world as ww
+from evaluators.glass_push import felt, glasses, hand, hidden, requests, room, tables
+from mjlab_tasks.glass_push import pictures, scene
+from mjlab_tasks.glass_push import routine as world
+from mjlab_tasks.glass_push import world as glass_world
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "glass_push.md").read_text()
 PAGE = " ".join(DOC.split())  # line breaks as spaces
@@ -71,11 +73,11 @@ QUOTES = [
   ("Six such packings", tables.PACKINGS, 6),
   ("a shelf at (0.35, 0.38), 100 mm high", tables.RACK_CENTER, (0.35, 0.38)),
   ("a shelf at (0.35, 0.38), 100 mm high", tables.RACK_SHELF_TOP, 0.10),
-  ("its 10 slots", len(world.RACK_SLOTS), 10),
-  ("records the poses at 10 fps", world.FILM_FPS, 10),
-  ("`films/<table>.mp4` (480 x 360)", world.FILM_SIZE, (480, 360)),
-  ("Every table gets 10 glass slots of 3 convex mesh parts", ww.SLOTS, 10),
-  ("Every table gets 10 glass slots of 3 convex mesh parts", ww.PARTS, 3),
+  ("its 10 slots", len(glass_world.RACK_SLOTS), 10),
+  ("records the poses at 10 fps", pictures.FILM_FPS, 10),
+  ("`films/<table>.mp4` (480 x 360)", pictures.FILM_SIZE, (480, 360)),
+  ("Every table gets 10 glass slots of 3 convex mesh parts", scene.SLOTS, 10),
+  ("Every table gets 10 glass slots of 3 convex mesh parts", glasses.PARTS, 3),
 ]
 
 
@@ -89,7 +91,7 @@ def test_the_cameras_are_as_described():
   """750 mm above the zone's centre, 34 degrees, 384 x 384."""
   assert "camera `top_view` 750 mm above the zone's centre" in PAGE
   assert "34 degree field of view" in PAGE and "384 x 384 RGB" in PAGE
-  spec = world.build_world_spec((), world.PhysicsConfig())
+  spec = scene.table_spec(scene.PhysicsConfig())
   top = spec.camera("top_view")
   assert list(top.pos) == pytest.approx([*tables.ZONE_CENTER, 0.75])
   assert top.fovy == 34.0 and list(top.resolution) == [384, 384]

@@ -56,7 +56,7 @@ ctypes.CDLL.__init__ = _cdll_init
 # JSON line of what happened.
 USER_SCRIPT = """
 import json, os, sys
-from evaluators.glass_push import Exam, Examiner, NoOffscreenGL
+from mjlab_tasks.glass_push import Exam, Examiner, NoOffscreenGL
 
 def main(engine):
   before = os.environ.get("MUJOCO_GL")
@@ -183,7 +183,7 @@ def test_warp_numeric_calls_work_without_opengl(tmp_path):
 
 
 def _osmesa_loads() -> bool:
-  from evaluators.glass_push.world import _library_loads
+  from mjlab_tasks.glass_push.pictures import _library_loads
 
   return _library_loads("OSMesa")
 
@@ -194,22 +194,25 @@ def test_pictures_equal_mujocos_renderer(tmp_path):
   first picture) are bitwise MuJoCo's Renderer's, for both cameras."""
   code = """
   import numpy as np, mujoco
-  from evaluators.glass_push.world import FILM_SIZE, GlassWorld
-  world = GlassWorld(10025, 2)
-  q = world.data.qpos.copy()
-  rep = mujoco.MjData(world.model)
+  from mjlab_tasks.glass_push.pictures import FILM_SIZE
+  from mjlab_tasks.glass_push.world import GlassWorld
+  world = GlassWorld([10025], 2)
+  model = world._table_model(0)
+  q = world.sim.data.qpos[0].double().numpy()
+  rep = mujoco.MjData(model)
   rep.qpos[:] = q
-  mujoco.mj_forward(world.model, rep)
-  for camera, size, hide in (("top_view", (384, 384), True), ("film", FILM_SIZE, False)):
-    mine = world._pictures.render(q, camera, size, hide)
+  mujoco.mj_forward(model, rep)
+  shots = (("table/top_view", (384, 384), True), ("table/film", FILM_SIZE, False))
+  for camera, size, hide in shots:
+    mine = world._pictures(0).render(q, camera, size, hide)
     opt = mujoco.MjvOption()
     if hide:
       opt.geomgroup[2] = 0
-    renderer = mujoco.Renderer(world.model, size[1], size[0])
+    renderer = mujoco.Renderer(model, size[1], size[0])
     renderer.update_scene(rep, camera=camera, scene_option=opt)
     theirs = renderer.render()
     renderer.close()  # while current: it frees GL objects of the current context
-    print(camera, np.array_equal(mine, theirs), mine.std() > 5)
+    print(camera.split("/")[1], np.array_equal(mine, theirs), mine.std() > 5)
   """
   environ = _without_gl_choice()
   environ["MUJOCO_GL"] = "osmesa"
@@ -245,7 +248,7 @@ def test_only_a_missing_gl_context_is_no_offscreen_gl(monkeypatch):
   """NoOffscreenGL comes only from failing to make a GL context (the test
   that skips pictures relies on it); a failure after the context is made
   stays an ordinary error."""
-  from evaluators.glass_push import world as cw
+  from mjlab_tasks.glass_push import pictures as cw
 
   def no_context(*args):
     raise ImportError("libOSMesa.so: cannot open shared object file")
@@ -276,7 +279,7 @@ def test_only_a_missing_gl_context_is_no_offscreen_gl(monkeypatch):
 def test_disabled_or_missing_backends_say_what_to_install(monkeypatch):
   """Without loading anything: MUJOCO_GL=disable and a missing library are
   NoOffscreenGL naming both headless packages."""
-  from evaluators.glass_push import world as cw
+  from mjlab_tasks.glass_push import pictures as cw
 
   model = mujoco.MjModel.from_xml_string("<mujoco><worldbody/></mujoco>")
   monkeypatch.setattr(cw, "_gl_failure", None)

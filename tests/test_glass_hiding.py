@@ -13,10 +13,11 @@ from multiprocessing.connection import Connection
 import numpy as np
 import pytest
 
-from evaluators.glass_push import Exam, Examiner, ExaminerBatch, TrainingExaminer
-from evaluators.glass_push.examiner import PRIVATE, PUBLIC
 from evaluators.glass_push.tables import _draw_table, training_table
-from evaluators.glass_push.world import Friction, GlassWorld
+from mjlab_tasks.glass_push import Exam, Examiner, ExaminerBatch, TrainingExaminer
+from mjlab_tasks.glass_push.examiner import PRIVATE, PUBLIC
+from mjlab_tasks.glass_push.physics import Friction
+from mjlab_tasks.glass_push.world import GlassTable
 
 # Every request name the worker knows, and a few it does not.
 OPS = sorted(PUBLIC | PRIVATE | {"close", "glass_states", "physics", "__init__"})
@@ -158,7 +159,7 @@ def _probe(root, floats, words, allowed=()) -> dict:
 
 
 def _true_states(table: int) -> list[dict]:
-  return GlassWorld(table, 2).glass_states()
+  return GlassTable.alone(table, 2).glass_states()
 
 
 def test_direct_examiner_and_batch_serve_no_hidden_state():

@@ -10,9 +10,9 @@ import json
 import pytest
 from script_runner import run_script
 
-from evaluators.glass_push import Exam
-from evaluators.glass_push.world import Friction
 from experts.glass_push import geometric, oracle
+from mjlab_tasks.glass_push import Exam
+from mjlab_tasks.glass_push.physics import Friction
 
 TABLE = 10036  # the oracle pushes once here and takes every glass
 

@@ -14,10 +14,10 @@ import torch
 from assets.ur5_rg2.kinematics import ArmKinematics
 from evaluators.glass_push import room
 from evaluators.glass_push.tables import _draw_table, takeable_without_pushing
-from evaluators.glass_push.world import hand_rotation
 from mjlab_tasks.common.c_engine import make_env
 from mjlab_tasks.glass_push import mdp
 from mjlab_tasks.glass_push.env_cfg import glass_push_env_cfg
+from mjlab_tasks.glass_push.hand import hand_rotation
 from mjlab_tasks.glass_push.scene import (
   GLASS_ENTITY,
   SLOTS,

@@ -1,17 +1,12 @@
-"""Pushing glasses apart: the examiner (seed 003, docs/glass_push.md).
+"""Pushing glasses apart: the examiner's rules (seed 003, docs/glass_push.md).
 
-Solutions use ``Examiner`` / ``ExaminerBatch`` only. ``Exam`` is the runner's
-handle (records with the truth, for scoring); ``TrainingExaminer`` serves the
-truth as labels on training tables.
+The tables, the request checks, the true states and noisy readings, the
+room rule, the ``touched`` / ``pushed`` rule and the scoring. The physics
+(the glass world on the GlassPush environment) and the examiner's clients
+live with the task, in ``mjlab_tasks.glass_push``.
 """
 
 from evaluators.glass_push.errors import BudgetSpent, ExaminerClosed, NoOffscreenGL
-from evaluators.glass_push.examiner import (
-  Exam,
-  Examiner,
-  ExaminerBatch,
-  TrainingExaminer,
-)
 from evaluators.glass_push.hand import HAND
 from evaluators.glass_push.room import has_room
 from evaluators.glass_push.tables import EVALUATION_TABLES, TRAINING_TABLES
@@ -21,11 +16,7 @@ __all__ = [
   "HAND",
   "TRAINING_TABLES",
   "BudgetSpent",
-  "Exam",
-  "Examiner",
-  "ExaminerBatch",
   "ExaminerClosed",
   "NoOffscreenGL",
-  "TrainingExaminer",
   "has_room",
 ]

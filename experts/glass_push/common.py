@@ -1,6 +1,6 @@
 """What both shipped glass-pushing solutions share: readings to arrays, room
 from readings, push geometry. Solutions see only the examiner's readings and
-reports and the hand's own numbers (``evaluators.glass_push.HAND``)."""
+reports and the hand's own numbers (``mjlab_tasks.glass_push.HAND``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from evaluators.glass_push import HAND, has_room
+from mjlab_tasks.glass_push import HAND, has_room
 
 # The glass zone's safe interior for aims: away from the table edge (y -0.50)
 # and inside the arm's comfortable reach (the solution's own choice).

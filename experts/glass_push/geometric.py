@@ -27,7 +27,6 @@ import math
 
 import numpy as np
 
-from evaluators.glass_push import HAND, BudgetSpent, Examiner
 from experts.glass_push.common import (
   arrays,
   in_aim_box,
@@ -35,6 +34,7 @@ from experts.glass_push.common import (
   room_by_readings,
   start_is_clear,
 )
+from mjlab_tasks.glass_push import HAND, BudgetSpent, Examiner
 
 G = 9.81
 MU_PRIOR = 0.5  # before any evidence: a pessimistic guess for glass on a table

@@ -13,13 +13,13 @@ import math
 
 import numpy as np
 
-from evaluators.glass_push import BudgetSpent, Examiner
 from experts.glass_push.common import (
   arrays,
   push_request,
   room_by_readings,
   start_is_clear,
 )
+from mjlab_tasks.glass_push import BudgetSpent, Examiner
 
 NUDGE = 0.03  # m
 

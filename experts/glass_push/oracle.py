@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from evaluators.glass_push import Examiner
 from experts.glass_push import geometric
+from mjlab_tasks.glass_push import Examiner
 
 NAME = "oracle"
 LABEL = "oracle (not a valid solution: told the truth)"
