@@ -27,11 +27,14 @@ wall-clock second (``sim_s_per_s``), the unit of ManiSkill's CPU figures;
 ``--plot`` draws physics throughput against ``--num-envs`` per engine and
 loop, with the bare-physics references.
 ``--task GlassPush`` measures the glass examiner instead: ``--num-envs``
-tables (10000, 10001, ...) holding their hands over their glasses, one
-"step" being one 2 ms physics step with the examiner's control (IK, servo,
-wrist reading, recording): C MuJoCo ``GlassWorld`` one table after another
-against bare ``mj_step`` of the same worlds; MuJoCo Warp ``GlassWorldBatch``
-against bare ``mujoco_warp.step`` of the same batch.
+tables (10000, 10001, ...) of one ``GlassWorld`` (the GlassPush environment,
+``mjlab_tasks/glass_push/world.py``) holding their hands at the start pose,
+one "step" being one 2 ms physics step with the examiner's hand control (the
+task's IK and servo, wrist reading): on C MuJoCo each table's hold runs as one
+compiled segment in the engine's worker threads, against bare ``mj_step`` of
+the same worlds in the same threads (``rollout_physics_steps_per_s``); on
+MuJoCo Warp every table steps together through mjlab's managers, against bare
+``mujoco_warp.step`` of the same model and data.
 
 Compare engines in one run (ratios are robust on noisy machines):
 
@@ -67,7 +70,7 @@ class Args:
   task: str = "CubeTray-UR5-RG2"
   """Task id to measure: CubeTray-UR5-RG2 (its expert), BinPick-UR5-RG2 or
   GlassPush-UR5-RG2 (random actions), or GlassPush (the glass examiner's
-  control loop, C GlassWorld vs the Warp batch; see the module doc)."""
+  control loop, the GlassWorld on each engine; see the module doc)."""
   engine: list[str] = field(default_factory=lambda: ["mujoco"])
   """One or more engines: mujoco (C MuJoCo, CPU) and/or warp (MuJoCo Warp)."""
   num_envs: list[int] = field(default_factory=lambda: [1, 8, 32])
@@ -148,8 +151,10 @@ def _bare_warp_step(env, steps: int) -> float:
 
 def measure_glass(engine: str, num_envs: int, steps: int, device: str) -> dict:
   """The glass examiner's control loop against bare physics (see above)."""
-  import mujoco
+  import numpy as np
   import torch
+
+  from mjlab_tasks.glass_push.world import GlassWorld
 
   tables = list(range(10_000, 10_000 + num_envs))
   cuda = device.startswith("cuda")
@@ -158,38 +163,29 @@ def measure_glass(engine: str, num_envs: int, steps: int, device: str) -> dict:
   rss0 = _rss_mb()
   row = {"task": "GlassPush", "engine": engine, "device": device}
   row |= {"num_envs": num_envs, "steps": steps, "decimation": 1}
+  world = GlassWorld(tables, 1, engine=engine, device=device)
+  sim, hand = world.sim, world.hand
+  everyone = np.ones(num_envs, bool)
   if engine == "mujoco":
-    from evaluators.glass_push.world import GlassWorld, hand_rotation
-
-    worlds = [GlassWorld(t, 1) for t in tables]
-
-    def run(n: int) -> None:
-      for w in worlds:
-        for _ in range(n):
-          w._ik_step(w._cmd, hand_rotation(w._heading))
-          w._step()
+    import mujoco
 
     def bare(n: int) -> None:
-      for w in worlds:
-        for _ in range(n):
-          mujoco.mj_step(w.model, w.data)
+      sim.run_worlds(lambda model, d, i: mujoco.mj_step(model, d, nstep=n))
   else:
     import mujoco_warp as mjwarp
     import warp as wp
 
-    from evaluators.glass_push.warp_world import GlassWorldBatch
-
-    batch = GlassWorldBatch(tables, 1, device=device)
-
-    def run(n: int) -> None:
-      for _ in range(n):
-        batch._tick()
-
     def bare(n: int) -> None:
-      with wp.ScopedDevice(batch.device):
+      with wp.ScopedDevice(sim.wp_device):
         for _ in range(n):
-          mjwarp.step(batch.mw, batch.dw)
+          if sim.use_cuda_graph and sim.step_graph is not None:
+            wp.capture_launch(sim.step_graph)
+          else:
+            mjwarp.step(sim.wp_model, sim.wp_data)
         wp.synchronize()
+
+  def run(n: int) -> None:
+    hand.hold(everyone, n)
 
   rates = []
   for fn in (run, bare):
@@ -209,6 +205,7 @@ def measure_glass(engine: str, num_envs: int, steps: int, device: str) -> dict:
     )
   else:
     row["rss_growth_per_env_mb"] = round((_rss_mb() - rss0) / num_envs, 3)
+  world.close()
   return row
 
 

@@ -58,11 +58,10 @@ def test_glass_examiner_batch_on_gpu():
   import numpy as np
 
   from evaluators.glass_push.requests import parse_push
-  from evaluators.glass_push.warp_world import GlassWorldBatch
-  from evaluators.glass_push.world import GlassWorld
+  from mjlab_tasks.glass_push.world import GlassTable, GlassWorld
 
   tables = list(range(10_000, 10_064))
-  batch = GlassWorldBatch(tables, 2, device="cuda:0")
+  batch = GlassWorld(tables, 2, engine="warp", device="cuda:0")
   requests = {}
   for i in range(len(tables)):
     for g in batch.look(i):  # the first glass with a start within reach
@@ -83,9 +82,9 @@ def test_glass_examiner_batch_on_gpu():
   assert len(requests) >= 32
   replies = batch.act(requests)
   assert all(replies[i][0] == "ok" for i in requests)
-  assert np.isfinite(batch._qpos.cpu().numpy()).all()
+  assert np.isfinite(batch.sim.data.qpos.cpu().numpy()).all()
   for i in list(requests)[:4]:
-    world = GlassWorld(tables[i], 2)
+    world = GlassTable.alone(tables[i], 2)
     world.look()
     c = world.push(requests[i][1])
     w = replies[i][1]
@@ -95,3 +94,5 @@ def test_glass_examiner_batch_on_gpu():
       c["jammed"],
       c["touched"] is None,
     )
+    world.close()
+  batch.close()
