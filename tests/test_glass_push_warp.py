@@ -252,14 +252,14 @@ def test_buffer_overflow_is_flagged_not_silent():
   """Too few constraint rows for a table's pile: MuJoCo Warp drops
   constraints, and the world says so (warning and record). The rows are cut
   to 8 after the build (a settled table 10025 needs 153; see the next test
-  for why ``njmax=8`` cannot be asked for at the build), then the takes'
-  hold steps the physics."""
-  world = GlassWorld([10025, 10025], 1, engine="warp", device="cpu")
-  assert [world.record(i)["physics_overflow"] for i in range(2)] == [0, 0]
+  for why ``njmax=8`` cannot be asked for at the build), then the take's
+  hold steps the physics. One table: Warp on the CPU is slow."""
+  world = GlassWorld([10025], 1, engine="warp", device="cpu")
+  assert world.record(0)["physics_overflow"] == 0
   world.sim.wp_data.njmax = 8
-  with pytest.warns(RuntimeWarning, match="overflowed"):
-    world.take({i: world.glasses[i][0].id for i in range(2)})
-  assert all(world.record(i)["physics_overflow"] != 0 for i in range(2))
+  with pytest.warns(RuntimeWarning, match=r"overflowed .* tables \[10025\]"):
+    world.take({0: world.glasses[0][0].id})
+  assert world.record(0)["physics_overflow"] != 0
   world.close()
 
 
