@@ -25,8 +25,12 @@ import numpy as np
 import torch
 
 from evaluators.glass_push.felt import felt_distances
+from mjlab_tasks.common import native_control as nc
+from mjlab_tasks.common.c_engine import CMujocoSimulation
+from mjlab_tasks.common.compiled_control import configure_arm
 from mjlab_tasks.glass_push import routine as rt
 from mjlab_tasks.glass_push.pictures import FILM_FPS
+from mjlab_tasks.glass_push.scene import GLASS_ENTITY
 
 IDLE, LINE, WAY, HOLD = 0, 1, 2, 3
 FILM_EVERY = int(round(1 / (FILM_FPS * rt.TIMESTEP)))  # physics steps per frame
@@ -70,9 +74,6 @@ class HandRunner:
   """
 
   def __init__(self, env, tables_glasses, z_safe, film: bool, compiled=None):
-    from mjlab_tasks.common import native_control
-    from mjlab_tasks.common.c_engine import CMujocoSimulation
-
     self.env, self.sim, self.scene = env, env.sim, env.scene
     self.device = env.device
     n = self.n = env.num_envs
@@ -84,8 +85,6 @@ class HandRunner:
     self._tcp = int(self.arm._site_id)
     self._ng = np.array([len(g) for g in tables_glasses])
     slots = range(int(self._ng.max()))
-    from mjlab_tasks.glass_push.scene import GLASS_ENTITY
-
     glass = [self.scene[GLASS_ENTITY.format(slot=s)] for s in slots]
     self.glass_bodies = [int(e.indexing.body_ids[0]) for e in glass]
     self._glass_dofs = [int(e.indexing.free_joint_v_adr[0]) for e in glass]
@@ -97,16 +96,14 @@ class HandRunner:
     self.film = film
     on_c = isinstance(self.sim, CMujocoSimulation)
     if compiled is None:
-      compiled = on_c and native_control.available()
+      compiled = on_c and nc.available()
     if compiled and not on_c:
       raise ValueError("compiled hand segments run on the C engine only")
     self.compiled = bool(compiled)
     if self.compiled:
-      self._control = native_control.ArmControl()
-      from mjlab_tasks.common.compiled_control import configure_arm
-
+      self._control = nc.ArmControl()
       configure_arm(self._control, self.sim.mj_model, self.arm)
-      self._params = np.zeros((n, native_control.NUM_PARAMS))
+      self._params = np.zeros((n, nc.NUM_PARAMS))
     # The hand: commanded tool point (table frame) and heading.
     self.cmd = np.zeros((n, 3))
     self.heading = np.zeros(n)
@@ -270,8 +267,6 @@ class HandRunner:
   # -- stepping: compiled, a whole segment per acting table -------------------------------
 
   def _advance_compiled(self, record: bool):
-    from mjlab_tasks.common import native_control as nc
-
     acting = np.flatnonzero(self._active & (self._phase != IDLE))
     sample_spec = self._sample_spec()
     addresses = self.sim._record_addresses(sample_spec)
