@@ -1,6 +1,8 @@
 """The examiner's client side: what a solution holds.
 
-The physics runs in worker processes (``multiprocessing``, spawn). A
+The physics runs in worker processes (``multiprocessing``, spawn), each
+holding one ``world.GlassWorld``: the GlassPush environment with one table
+per environment (this module imports neither mjlab nor MuJoCo). A
 solution holds an ``Examiner`` (one table) or an ``ExaminerBatch`` (many
 tables): thin clients whose only state is a pipe end, the table number and
 the budget; every call sends a request and returns plain Python data. The
