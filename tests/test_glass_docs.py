@@ -76,8 +76,8 @@ QUOTES = [
   ("its 10 slots", len(glass_world.RACK_SLOTS), 10),
   ("records the poses at 10 fps", pictures.FILM_FPS, 10),
   ("`films/<table>.mp4` (480 x 360)", pictures.FILM_SIZE, (480, 360)),
-  ("Every table gets 10 glass slots of 3 convex mesh parts", scene.SLOTS, 10),
-  ("Every table gets 10 glass slots of 3 convex mesh parts", glasses.PARTS, 3),
+  ("every table gets 10 glass slots of 3 convex mesh parts", scene.SLOTS, 10),
+  ("every table gets 10 glass slots of 3 convex mesh parts", glasses.PARTS, 3),
 ]
 
 

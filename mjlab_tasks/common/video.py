@@ -26,6 +26,21 @@ import numpy as np
 from mjlab_tasks.common.c_engine import copy_model
 
 
+def mediapy_with_ffmpeg():
+  """mediapy, writing videos with the system's ffmpeg or, without one, the
+  binary the ``imageio-ffmpeg`` wheel ships (as mjlab sets it up when it is
+  imported; these tools may not import mjlab)."""
+  import shutil
+
+  import mediapy
+
+  if shutil.which("ffmpeg") is None:
+    import imageio_ffmpeg
+
+    mediapy.set_ffmpeg(imageio_ffmpeg.get_ffmpeg_exe())
+  return mediapy
+
+
 def _default_gl() -> None:
   """Headless rendering: EGL with a GPU, OSMesa (Debian libosmesa6) without.
 
@@ -201,8 +216,7 @@ def render_poses(
   environment and view (``<prefix>_<env>.mp4`` for a single view, else
   ``<prefix>_<env>_<view>.mp4``). Kinematics only: nothing is simulated."""
   _default_gl()
-  import mediapy
-
+  mediapy = mediapy_with_ffmpeg()
   paths = []
   width = max(v.width for v in views)
   height = max(v.height for v in views)

@@ -21,17 +21,10 @@ FILM_SIZE = (480, 360)
 
 def write_video(path: str, frames: list[np.ndarray]) -> None:
   """Film frames to an mp4 at FILM_FPS (nothing for no frames)."""
-  import shutil
+  from mjlab_tasks.common.video import mediapy_with_ffmpeg
 
-  import mediapy
-
-  if not frames:
-    return
-  if shutil.which("ffmpeg") is None:
-    import imageio_ffmpeg
-
-    mediapy.set_ffmpeg(imageio_ffmpeg.get_ffmpeg_exe())
-  mediapy.write_video(path, frames, fps=FILM_FPS)
+  if frames:
+    mediapy_with_ffmpeg().write_video(path, frames, fps=FILM_FPS)
 
 
 # Debian packages of the headless OpenGL libraries behind MuJoCo's backends.

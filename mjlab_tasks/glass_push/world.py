@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import warnings
 
+import mujoco
 import numpy as np
 import torch
 
@@ -25,6 +26,7 @@ from evaluators.glass_push import requests as rq
 from evaluators.glass_push.errors import BudgetSpent
 from evaluators.glass_push.hand import PAD_HALF_Z
 from evaluators.glass_push.tables import RACK_CENTER, RACK_SHELF_TOP, ZONE_CENTER
+from mjlab_tasks.common.c_engine import CMujocoSimulation
 from mjlab_tasks.glass_push import routine as rt
 from mjlab_tasks.glass_push.hand import HandRunner, hand_rotation
 
@@ -258,10 +260,22 @@ class GlassWorld:
       moved[i] = True
       replies[i] = ("ok", None)
     if moved.any():
-      self.sim.forward()
+      self._forward(moved)
       self.hand.hold(moved, TAKE_SETTLE_STEPS)
       self._overflow_checked()
     return replies
+
+  def _forward(self, tables: np.ndarray) -> None:
+    """Derived quantities of ``tables`` (bool [N]) from their state. On the C
+    engine only theirs: a forward pass refreshes the kinematics the next
+    control step reads, so running it on a table that did not change would
+    make its run depend on the others' takes."""
+    if isinstance(self.sim, CMujocoSimulation):
+      self.sim.run_worlds(
+        lambda m, d, i: mujoco.mj_forward(m, d) if tables[i] else None
+      )
+    else:
+      self.sim.forward()
 
   def refuse(self, i: int, glass, reason) -> None:
     """Record a refusal with its reason (the glass stays)."""
