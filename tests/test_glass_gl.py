@@ -166,6 +166,7 @@ def test_numeric_calls_work_without_opengl_and_pictures_say_what_to_install(
   _check_numeric_calls_and_no_picture(out, "apt-get install libosmesa6")
 
 
+@pytest.mark.slow  # the same path as the default backend's test, with EGL chosen
 def test_a_chosen_backend_is_used_for_pictures_only(tmp_path):
   """The user chose MUJOCO_GL=egl on a machine without libEGL: the numeric
   calls still work (the worker loads no GL until a picture), the picture's

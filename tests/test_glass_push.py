@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import json
 import math
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import mujoco
@@ -156,6 +157,7 @@ def test_look_noise_sizes_position_smallest_width_largest():
   assert std["pos"] < std["height"] < min(std["widest"], std["foot"])
 
 
+@pytest.mark.slow  # three examiner workers; the hiding tests use ExaminerBatch too
 def test_batch_form_matches_single_examiners():
   batch = ExaminerBatch(tables=[10025, 10026], pushes=2, workers=2)
   try:
@@ -388,8 +390,9 @@ def test_top_view_and_film_leave_the_scored_world_unchanged(tmp_path):
   positions. That check always runs; only the pictures' own checks are
   skipped, and only when the worker reports no offscreen OpenGL at all
   (NoOffscreenGL, raised solely by failing to make a GL context)."""
-  finals, no_gl = [], None
-  for film in (False, True):
+
+  def run(film: bool):
+    no_gl = None
     with Exam([10025], pushes=2, film=film) as exam:
       (examiner,) = exam.examiners
       g = examiner.look()[0]
@@ -404,10 +407,15 @@ def test_top_view_and_film_leave_the_scored_world_unchanged(tmp_path):
       examiner.push(request(g["id"], (g["x"] - 0.09, g["y"]), travel=0.03))
       examiner.take(g["id"])
       (record,) = exam.records()
-      finals.append(np.array([[s["x"], s["y"], s["z"]] for s in record["final"]]))
       if film and no_gl is None:
         (frames,) = exam.write_films([tmp_path / "film.mp4"])
         assert frames > 10 and (tmp_path / "film.mp4").stat().st_size > 10_000
+    return np.array([[s["x"], s["y"], s["z"]] for s in record["final"]]), no_gl
+
+  # Both runs at once, each in its own worker process.
+  with ThreadPoolExecutor(2) as pool:
+    (plain, _), (filmed, no_gl) = pool.map(run, (False, True))
+  finals = [plain, filmed]
   np.testing.assert_array_equal(finals[0], finals[1])
   if no_gl is not None:
     pytest.skip(f"final positions equal; pictures unchecked: {no_gl}")

@@ -167,6 +167,7 @@ def test_batched_pushes_and_follow_match_the_c_world():
   fresh.close()
 
 
+@pytest.mark.slow  # 45 s: Warp on the CPU; the overflow test keeps Warp in the fast tier
 def test_warp_examiner_serves_drawn_tables_like_the_c_one(tmp_path):
   """Two different drawn tables in one Warp world: the same glasses standing
   in the same places as in the C world (so each table's meshes, masses and

@@ -7,6 +7,7 @@ environments. References are mjlab environments built and stepped directly
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import warnings
@@ -125,6 +126,37 @@ def test_module_colon_id_needs_no_prior_import():
   )
   run = subprocess.run(
     [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
+  )
+  assert run.returncode == 0, run.stderr[-2000:]
+  assert run.stdout.strip().splitlines()[-1] == "ok"
+
+
+def test_rgb_array_renders_after_mujoco_bound_glfw():
+  """A process that imported mujoco before any ``MUJOCO_GL`` (so mujoco
+  bound GLFW), then got ``MUJOCO_GL=egl`` (as mjlab sets it when imported
+  later): ``render_mode="rgb_array"`` still renders headless (the CI failure
+  of 2026-12-01, when ``import mjlab_tasks`` stopped importing mjlab first)."""
+  code = (
+    "import os\n"
+    "os.environ.pop('MUJOCO_GL', None)\n"
+    "import mujoco\n"
+    "os.environ['MUJOCO_GL'] = 'egl'\n"
+    "import gymnasium as gym, mjlab_tasks\n"
+    "env = gym.make('CubeTray-UR5-RG2', num_envs=1, engine='mujoco',"
+    " render_mode='rgb_array')\n"
+    "env.reset(seed=0)\n"
+    "(frame,) = env.render()\n"
+    "assert frame.shape[2] == 3 and frame.std() > 0\n"
+    "env.close()\n"
+    "print('ok')\n"
+  )
+  environ = {k: v for k, v in os.environ.items() if k != "DISPLAY"}
+  run = subprocess.run(
+    [sys.executable, "-c", code],
+    capture_output=True,
+    text=True,
+    timeout=300,
+    env=environ,
   )
   assert run.returncode == 0, run.stderr[-2000:]
   assert run.stdout.strip().splitlines()[-1] == "ok"

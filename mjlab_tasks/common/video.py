@@ -42,19 +42,23 @@ def mediapy_with_ffmpeg():
 
 
 def _default_gl() -> None:
-  """Headless rendering: EGL with a GPU, OSMesa (Debian libosmesa6) without.
+  """Headless rendering: EGL with a GPU, OSMesa (Debian libosmesa6) without,
+  or the headless backend ``MUJOCO_GL`` names.
 
   mujoco binds its OpenGL backend when first imported: with ``MUJOCO_GL``
   unset then, GLFW, which needs a display. A process that imported mujoco
-  before choosing gets the headless backend switched in here, before its
-  first ``mujoco.Renderer`` (the tools choose before importing mujoco).
+  before choosing (or before mjlab, imported later, set ``MUJOCO_GL=egl``)
+  gets the headless backend switched in here, before its first
+  ``mujoco.Renderer`` (the tools choose before importing mujoco).
   """
-  if "MUJOCO_GL" in os.environ:
-    return
-  import torch
+  backend = os.environ.get("MUJOCO_GL", "").strip().lower()
+  if not backend:
+    import torch
 
-  backend = "egl" if torch.cuda.is_available() else "osmesa"
-  os.environ["MUJOCO_GL"] = backend
+    backend = "egl" if torch.cuda.is_available() else "osmesa"
+    os.environ["MUJOCO_GL"] = backend
+  if backend not in ("egl", "osmesa"):
+    return
   from mujoco.rendering.classic import gl_context
 
   bound = getattr(gl_context, "GLContext", None)
