@@ -218,6 +218,10 @@ class _Workers:
       raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
     ctx = mp.get_context("spawn")
     tables = [int(t) for t in tables]
+    # Read under the lock: another thread's start sets MUJOCO_GL=disable in
+    # this process for a moment.
+    with _START_LOCK:
+      picture_gl = _picture_gl(engine)
     # MuJoCo Warp: one process steps every table as one batch.
     n = 1 if engine == "warp" else max(1, min(workers, len(tables)))
     groups = [list(range(len(tables)))[k::n] for k in range(n)]
@@ -235,7 +239,7 @@ class _Workers:
           jobs,
           engine,
           frozenset(admin_ops),
-          _picture_gl(engine),
+          picture_gl,
         ),
         daemon=True,
         name=f"glass-examiner-{w}",
