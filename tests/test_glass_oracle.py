@@ -6,6 +6,7 @@ with the geometric planner. CPU, C MuJoCo, one or two tables."""
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from script_runner import run_script
@@ -57,18 +58,30 @@ def test_only_an_oracle_exam_serves_the_truth():
   """An ordinary Exam's worker refuses "oracle_truth" (so does one built with
   a truthy value that is not True); the solution's pipe of an oracle Exam
   refuses it too."""
-  with Exam([TABLE], pushes=1) as exam:
-    with pytest.raises(ValueError, match="unknown request 'oracle_truth'"):
-      exam.oracle_truth(TABLE)
-  with Exam([TABLE], pushes=1, oracle=1) as exam:
-    with pytest.raises(ValueError, match="unknown request"):
-      exam.oracle_truth(TABLE)
-  with Exam([TABLE], pushes=1, oracle=True) as exam:
-    with pytest.raises(ValueError, match="unknown request"):
-      exam.examiners[0]._ask("oracle_truth")
-    assert exam.oracle_truth(TABLE)["friction"]
+
+  def plain():
+    with Exam([TABLE], pushes=1) as exam:
+      with pytest.raises(ValueError, match="unknown request 'oracle_truth'"):
+        exam.oracle_truth(TABLE)
+
+  def truthy():
+    with Exam([TABLE], pushes=1, oracle=1) as exam:
+      with pytest.raises(ValueError, match="unknown request"):
+        exam.oracle_truth(TABLE)
+
+  def told():
+    with Exam([TABLE], pushes=1, oracle=True) as exam:
+      with pytest.raises(ValueError, match="unknown request"):
+        exam.examiners[0]._ask("oracle_truth")
+      assert exam.oracle_truth(TABLE)["friction"]
+
+  # The three exams at once, each in its own worker process.
+  with ThreadPoolExecutor(3) as pool:
+    for done in [pool.submit(check) for check in (plain, truthy, told)]:
+      done.result()
 
 
+@pytest.mark.slow  # the CLI's glass path also runs in test_glass_push's fast tier
 def test_the_cli_labels_the_oracle_as_not_a_valid_solution(tmp_path):
   out = tmp_path / "oracle"
   result = run_script(

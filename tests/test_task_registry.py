@@ -59,7 +59,9 @@ def test_importing_the_packages_imports_no_mjlab():
   "first",
   [
     "import mjlab",  # mjlab's own list-envs / train / play: the entry point
-    "import mjlab_tasks.tasks",  # this suite's scripts and tests
+    # This suite's scripts and tests (slow: every test process that builds a
+    # task does the same import).
+    pytest.param("import mjlab_tasks.tasks", marks=pytest.mark.slow),
   ],
 )
 def test_entry_point_registers_every_id(first):
