@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from evaluators.glass_push.felt import felt_distances
+from evaluators.glass_push.requests import _wrap
 from mjlab_tasks.common import native_control as nc
 from mjlab_tasks.common.c_engine import CMujocoSimulation
 from mjlab_tasks.common.compiled_control import configure_arm
@@ -55,10 +56,6 @@ def hand_quat(heading: torch.Tensor) -> torch.Tensor:
   zero, one = torch.zeros_like(c), torch.ones_like(c)
   rows = [[-s, c, zero], [c, s, zero], [zero, zero, -one]]
   return quat_from_matrix(torch.stack([torch.stack(r, -1) for r in rows], -2))
-
-
-def _wrap(angle):
-  return (angle + math.pi) % (2 * math.pi) - math.pi
 
 
 class HandRunner:
