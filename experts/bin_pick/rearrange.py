@@ -1,0 +1,444 @@
+"""Non-prehensile rearrangement moves: pushes with the closed gripper.
+
+For an object that cannot be grasped where it lies (by a wall, standing,
+wedged across the bin, after failed grasps, or blocked by others), a short
+straight push of the closed hand, along the bin's long axis, toward its centre
+line, or diagonally, moves it somewhere graspable. Two kinds:
+
+  push   pad centre at the object's middle height (the pads' lowest point at
+         least ``floor_clearance`` above the bin floor): slides it
+  tip    pad centre 12 mm below its top, only for objects taller than 40 mm:
+         tips a standing object over in the push direction
+
+The hand is untilted (approach straight down), closed, its closing axis
+perpendicular to the push, so the tool y axis (the pads' 12.5 mm half width)
+points along the push. The move: vertical approach from the transit height
+down to the start, behind the object, then the straight push.
+
+Feasibility is checked on the ``GraspReplica`` (kinematics and collision
+detection only; the target does not move there), in this order, the first
+failure naming the rejection:
+
+  no_room             free room in front of the object below ``min_distance``
+  ik                  no converged IK at the transit point, the start or a
+                      sampled point of the approach or the push
+  wall_clearance      robot geometry closer than ``wall_clearance`` to a bin
+                      wall at the start or a sampled push point
+  bin_floor           ... closer than ``floor_clearance`` to the bin floor
+  start_collision     at the start the robot penetrates an object (the
+                      target included) or the table
+  approach_collision  robot geometry penetrates anything at a sampled point
+                      of the vertical approach
+  path_collision      at a sampled push point robot geometry penetrates an
+                      object other than the target, or the table
+
+A sampled feasibility check, not a continuous collision-free motion proof.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+import mujoco
+import numpy as np
+
+from assets.ur5_rg2.model import RG2_PAD_HALF
+from experts.bin_pick.grasps import tool_rotation
+
+REARRANGE_REASONS = ("wall", "standing", "across", "failed_grasps", "blocked")
+PUSH_REJECTIONS = (
+  "no_room",
+  "ik",
+  "wall_clearance",
+  "bin_floor",
+  "start_collision",
+  "approach_collision",
+  "path_collision",
+)
+PUSH_KINDS = ("push", "tip")
+
+# object_situation thresholds.
+STANDING_RATIO = 1.3
+STANDING_MIN_HEIGHT = 0.05
+ACROSS_FRACTION = 0.75
+WALL_GAP = 0.025
+# Tip pushes: pad centre this far below the top, only for taller objects.
+TIP_BELOW_TOP = 0.012
+TIP_MIN_HEIGHT = 0.04
+# Added to the floor rule's tool height: IK converges to 0.1 mm [m].
+IK_SLACK = 0.0005
+# Free room kept in front of the pushed object [m].
+ROOM_MARGIN = 0.005
+
+# Rejections that the half-turned hand (camera on the other side) may avoid.
+_HAND_SIDE_REASONS = (
+  "wall_clearance",
+  "bin_floor",
+  "start_collision",
+  "approach_collision",
+  "path_collision",
+)
+
+
+@dataclass(frozen=True)
+class PushCfg:
+  distance: float = 0.06
+  """Push length of the object [m] (shortened to the free room, at least
+  ``min_distance``)."""
+  min_distance: float = 0.025
+  approach_gap: float = 0.01
+  """Gap between the pads and the object at the push start [m]."""
+  wall_clearance: float = 0.003
+  """Robot geometry from the bin walls along the whole move [m]."""
+  floor_clearance: float = 0.004
+  """Lowest robot point above the bin floor [m]."""
+  step: float = 0.015
+  """Spacing of sampled points on the vertical approach and the push line [m]."""
+  max_checks: int = 40
+  """Replica checks (each hand yaw counts) before giving the object up."""
+
+
+@dataclass
+class PushPlan:
+  """A feasible push for one object (world frame)."""
+
+  object_index: int
+  reason: str
+  """One of ``REARRANGE_REASONS``: why the object is moved."""
+  kind: str
+  """``"push"`` (low, at the object's middle height) or ``"tip"`` (near its top)."""
+  direction_w: np.ndarray
+  """Unit horizontal push direction [3]."""
+  start_w: np.ndarray
+  """Tool site (pad centre) at the push start [3]."""
+  end_w: np.ndarray
+  """Tool site at the push end [3]."""
+  rotation_w: np.ndarray
+  """Tool rotation for the whole move [3, 3] (y along the push direction)."""
+  transit_z: float
+  """Tool height of the vertical approach's start [m]."""
+
+
+@dataclass(frozen=True)
+class BinInterior:
+  """Inner bounds of the posed bin (world frame, axis-aligned)."""
+
+  lo: np.ndarray
+  """Inner (x, y) minimum [2]."""
+  hi: np.ndarray
+  """Inner (x, y) maximum [2]."""
+  floor_z: float
+  """Top of the bin floor [m]."""
+
+  @property
+  def centre(self) -> np.ndarray:
+    return 0.5 * (self.lo + self.hi)
+
+
+def bin_interior(replica) -> BinInterior:
+  """Inner bounds from the replica's posed bin geoms (walls: the faces
+  toward the floor's centre; floor: its top)."""
+  m, d = replica.model, replica.data
+  floor = m.geom("bin/bin_floor").id
+  rot = d.geom_xmat[floor].reshape(3, 3)
+  floor_half = np.abs(rot) @ m.geom_size[floor]
+  centre = d.geom_xpos[floor]
+  floor_z = float(centre[2] + floor_half[2])
+  lo = centre[:2] - floor_half[:2]
+  hi = centre[:2] + floor_half[:2]
+  for g in replica.bin_geoms:
+    if not replica._is_wall[g]:
+      continue
+    half = np.abs(d.geom_xmat[g].reshape(3, 3)) @ m.geom_size[g]
+    w_lo, w_hi = d.geom_xpos[g] - half, d.geom_xpos[g] + half
+    for a in range(2):
+      if w_hi[a] <= centre[a]:
+        lo[a] = max(lo[a], w_hi[a])
+      elif w_lo[a] >= centre[a]:
+        hi[a] = min(hi[a], w_lo[a])
+  return BinInterior(lo=lo, hi=hi, floor_z=floor_z)
+
+
+def _surface_points(tri: np.ndarray, n: int = 4) -> np.ndarray:
+  """Points on the triangles (a barycentric grid, ``n`` divisions per edge),
+  so large faces count inside bands, not only at their corners [P, 3]."""
+  ij = [(i, j) for i in range(n + 1) for j in range(n + 1 - i)]
+  w = np.array([(i / n, j / n, 1 - (i + j) / n) for i, j in ij])  # [W, 3]
+  return np.einsum("wk,tkd->twd", w, tri).reshape(-1, 3)
+
+
+def _horizontal_widths(points: np.ndarray, directions: int = 36) -> np.ndarray:
+  angles = np.pi * np.arange(directions) / directions
+  axes = np.stack([np.cos(angles), np.sin(angles)], 1)
+  proj = points[:, :2] @ axes.T
+  return proj.max(0) - proj.min(0)
+
+
+def object_situation(replica, k: int) -> str:
+  """Why object ``k`` is hard to grasp, from its posed collision triangles and
+  the bin: ``"standing"`` (height over 1.3x its smallest horizontal extent
+  and over 50 mm), ``"across"`` (world x extent over 0.75 of the bin's inner
+  width), ``"wall"`` (gap to the nearest wall under 25 mm), else
+  ``"blocked"``."""
+  pts = replica.object_triangles(k).reshape(-1, 3)
+  interior = bin_interior(replica)
+  height = float(pts[:, 2].max() - pts[:, 2].min())
+  smallest = float(_horizontal_widths(pts).min())
+  if height > STANDING_RATIO * smallest and height > STANDING_MIN_HEIGHT:
+    return "standing"
+  lo, hi = pts[:, :2].min(0), pts[:, :2].max(0)
+  inner_width = float(interior.hi[0] - interior.lo[0])
+  if hi[0] - lo[0] > ACROSS_FRACTION * inner_width:
+    return "across"
+  gap = min(float((lo - interior.lo).min()), float((interior.hi - hi).min()))
+  if gap < WALL_GAP:
+    return "wall"
+  return "blocked"
+
+
+def _room_to_walls(points: np.ndarray, direction: np.ndarray, interior) -> float:
+  """How far the points can translate along ``direction`` inside the bin."""
+  room = np.inf
+  for a in range(2):
+    if direction[a] > 1e-9:
+      room = min(room, float(((interior.hi[a] - points[:, a]) / direction[a]).min()))
+    elif direction[a] < -1e-9:
+      room = min(room, float(((interior.lo[a] - points[:, a]) / direction[a]).min()))
+  return room
+
+
+def _room_to_objects(
+  points: np.ndarray, direction: np.ndarray, others: np.ndarray
+) -> float:
+  """Free distance in front of the object along ``direction`` to the other
+  objects' surface points within its lateral band and height range."""
+  if len(others) == 0:
+    return np.inf
+  normal = np.array([-direction[1], direction[0], 0.0])
+  lat = points @ normal
+  front = float((points @ direction).max())
+  z_lo, z_hi = points[:, 2].min(), points[:, 2].max()
+  o_lat, o_s = others @ normal, others @ direction
+  band = (
+    (o_lat >= lat.min())
+    & (o_lat <= lat.max())
+    & (others[:, 2] >= z_lo)
+    & (others[:, 2] <= z_hi)
+    & (o_s > front - 1e-3)
+  )
+  if not band.any():
+    return np.inf
+  return max(float(o_s[band].min() - front), 0.0)
+
+
+@dataclass
+class _Move:
+  priority: tuple
+  direction: np.ndarray
+  kind: str
+  room: float
+
+
+def _candidate_moves(replica, k: int, reason: str, interior, points) -> list[_Move]:
+  """Directions x kinds, most useful first for the situation."""
+  centre = 0.5 * (points.min(0) + points.max(0))
+  off_x = float(interior.centre[0] - centre[0])
+  toward = [np.sign(off_x)] if abs(off_x) > 1e-3 else [1.0, -1.0]
+  dirs = [np.array([0.0, 1.0]), np.array([0.0, -1.0])]
+  for sx in toward:
+    dirs.append(np.array([sx, 0.0]))
+  for sx in toward:
+    for sy in (1.0, -1.0):
+      dirs.append(np.array([sx, sy]) / math.sqrt(2.0))
+  others = [
+    _surface_points(replica.object_triangles(j))
+    for j in range(len(replica.object_geoms))
+    if j != k
+  ]
+  others = np.concatenate(others) if others else np.zeros((0, 3))
+  height = float(points[:, 2].max() - points[:, 2].min())
+  kinds = ["push"] + (["tip"] if height > TIP_MIN_HEIGHT else [])
+  # The nearest wall's inward normal, for "wall" objects.
+  gaps = np.array(
+    [
+      points[:, 0].min() - interior.lo[0],
+      interior.hi[0] - points[:, 0].max(),
+      points[:, 1].min() - interior.lo[1],
+      interior.hi[1] - points[:, 1].max(),
+    ]
+  )
+  inward = np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0], [0.0, -1.0]])[
+    int(np.argmin(gaps))
+  ]
+  moves = []
+  for d2 in dirs:
+    direction = np.array([d2[0], d2[1], 0.0])
+    room = min(
+      _room_to_walls(points, direction, interior),
+      _room_to_objects(points, direction, others),
+    )
+    for kind in kinds:
+      if reason == "standing":
+        first = 0 if kind == "tip" else 1  # Tip it over first.
+      elif reason == "wall":
+        first = 0 if float(d2 @ inward) > 0.5 else 1  # Away from the wall.
+      elif reason == "across":
+        first = 0 if abs(d2[0]) < 1e-9 else 1  # Along the long axis.
+      else:
+        first = 0
+      kind_rank = 0 if (kind == "tip") == (reason == "standing") else 1
+      # More free room first (rounded: near-ties keep the listed order).
+      moves.append(
+        _Move((first, kind_rank, -round(min(room, 1.0), 3)), direction, kind, room)
+      )
+  moves.sort(key=lambda mv: mv.priority)
+  return moves
+
+
+def plan_push(
+  replica,
+  k: int,
+  reason: str,
+  transit_z: float,
+  q_now: np.ndarray,
+  cfg: PushCfg = PushCfg(),
+) -> tuple[PushPlan | None, Counter]:
+  """The first feasible push of object ``k`` on the posed replica, with the
+  rejections counted (reasons in ``PUSH_REJECTIONS``). The replica's joint
+  positions are restored afterwards."""
+  if reason not in REARRANGE_REASONS:
+    raise ValueError(f"unknown rearrangement reason {reason!r}")
+  # Contacts are reported within the robot geoms' margin only.
+  margin = float(replica.model.geom_margin[replica.robot_geoms].min())
+  if max(cfg.wall_clearance, cfg.floor_clearance) >= margin:
+    raise ValueError(f"clearances must stay below the replica's margin {margin}")
+  rejections: Counter = Counter()
+  interior = bin_interior(replica)
+  points = _surface_points(replica.object_triangles(k))
+  z_lo, z_hi = float(points[:, 2].min()), float(points[:, 2].max())
+  ph, hw = RG2_PAD_HALF[2], RG2_PAD_HALF[1]
+  # The floor rule, plus the IK's position tolerance (else the pads' measured
+  # clearance lands a hair under floor_clearance).
+  lowest = interior.floor_z + ph + cfg.floor_clearance + IK_SLACK
+  heights = {
+    "push": max(0.5 * (z_lo + z_hi), lowest),
+    "tip": max(z_hi - TIP_BELOW_TOP, lowest),
+  }
+  centre = 0.5 * (points.min(0) + points.max(0))
+  saved = replica.data.qpos.copy()
+  budget = cfg.max_checks
+  try:
+    for move in _candidate_moves(replica, k, reason, interior, points):
+      if budget <= 0:
+        break
+      d = min(cfg.distance, move.room - ROOM_MARGIN) + cfg.approach_gap
+      if d < cfg.min_distance + cfg.approach_gap:
+        rejections["no_room"] += 1
+        continue
+      direction = move.direction
+      z = heights[move.kind]
+      # The object's rear extent within the pads' height band.
+      band = points[np.abs(points[:, 2] - z) <= ph]
+      rear = float(((band if len(band) else points) @ direction).min())
+      behind = rear - cfg.approach_gap - hw - float(centre @ direction)
+      start = centre + behind * direction
+      start[2] = z
+      end = start + d * direction
+      angle = math.atan2(direction[1], direction[0]) + math.pi / 2
+      rot = tool_rotation(angle, 0.0)
+      for variant in (rot, rot @ np.diag([-1.0, -1.0, 1.0])):
+        budget -= 1
+        why = _check(replica, k, start, end, variant, transit_z, q_now, cfg)
+        replica.data.qpos[:] = saved
+        if why is None:
+          return PushPlan(
+            object_index=k,
+            reason=reason,
+            kind=move.kind,
+            direction_w=direction.copy(),
+            start_w=start,
+            end_w=end,
+            rotation_w=variant.copy(),
+            transit_z=float(max(transit_z, start[2])),
+          ), rejections
+        rejections[why] += 1
+        if why not in _HAND_SIDE_REASONS or budget <= 0:
+          break
+    return None, rejections
+  finally:
+    replica.data.qpos[:] = saved
+    mujoco.mj_kinematics(replica.model, replica.data)
+
+
+def _check(
+  replica,
+  k: int,
+  start: np.ndarray,
+  end: np.ndarray,
+  rot: np.ndarray,
+  transit_z: float,
+  q_seed: np.ndarray,
+  cfg: PushCfg,
+) -> str | None:
+  """One move on the replica; the rejection reason or None."""
+  kin = replica.kin
+  top = max(transit_z, float(start[2]))
+  transit = kin.solve(np.array([start[0], start[1], top]), rot, q_seed)
+  if not transit.converged:
+    return "ik"
+  ik = kin.solve(start, rot, transit.q)
+  if not ik.converged:
+    return "ik"
+  replica._set_fingers(0.0)
+
+  def contacts(q):
+    replica.data.qpos[kin.qpos_adr] = q
+    _, other, dist = replica._robot_contacts()
+    return other, dist, replica._owner[other]
+
+  def clearance(other, dist) -> str | None:
+    if np.any(replica._is_wall[other] & (dist < cfg.wall_clearance)):
+      return "wall_clearance"
+    floor = replica._is_bin[other] & ~replica._is_wall[other]
+    if np.any(floor & (dist < cfg.floor_clearance)):
+      return "bin_floor"
+    return None
+
+  other, dist, owner = contacts(ik.q)
+  why = clearance(other, dist)
+  if why is not None:
+    return why
+  if np.any(((owner >= 0) | replica._is_table[other]) & (dist < 0.0)):
+    return "start_collision"
+  # Vertical approach, from the transit height down to the start.
+  q = transit.q
+  drop = top - float(start[2])
+  for s in np.arange(0.0, drop, cfg.step):
+    point = np.array([start[0], start[1], top - s])
+    step = kin.solve(point, rot, q)
+    if not step.converged:
+      return "ik"
+    q = step.q
+    _, dist, _ = contacts(q)
+    if np.any(dist < 0.0):
+      return "approach_collision"
+  # The push line (the target stays put in the replica: contacts ignored).
+  q = ik.q
+  length = float(np.linalg.norm(end - start))
+  direction = (end - start) / length
+  samples = np.append(np.arange(cfg.step, length, cfg.step), length)
+  for s in samples:
+    step = kin.solve(start + s * direction, rot, q)
+    if not step.converged:
+      return "ik"
+    q = step.q
+    other, dist, owner = contacts(q)
+    why = clearance(other, dist)
+    if why is not None:
+      return why
+    hit = ((owner >= 0) & (owner != k)) | replica._is_table[other]
+    if np.any(hit & (dist < 0.0)):
+      return "path_collision"
+  return None

@@ -1,0 +1,281 @@
+"""Bin-pick rearrangement pushes (``experts/bin_pick/rearrange.py``): objects
+placed by hand in the replica of a one-environment scene (C engine, CPU),
+plans checked against the bin's nominal dimensions and box corners computed
+here."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+
+import mujoco
+import numpy as np
+import pytest
+
+from assets.ur5_rg2.model import RG2_PAD_HALF
+from experts.bin_pick.rearrange import (
+  PUSH_REJECTIONS,
+  PushCfg,
+  object_situation,
+  plan_push,
+)
+from experts.bin_pick.replica import GraspReplica
+from mjlab_tasks.bin_pick.env_cfg import BIN_CENTRE, BIN_FLOOR, bin_pick_env_cfg, pourer
+from mjlab_tasks.common.c_engine import make_env
+
+CFG = PushCfg()
+UPRIGHT = np.array([1.0, 0.0, 0.0, 0.0])
+# Long axis (local z) along world x / lying along y.
+ALONG_X = np.array([math.cos(math.pi / 4), 0.0, math.sin(math.pi / 4), 0.0])
+ALONG_Y = np.array([math.cos(math.pi / 4), math.sin(math.pi / 4), 0.0, 0.0])
+
+
+def _live_state(env) -> list[np.ndarray]:
+  data = env.sim.data
+  worlds = [np.concatenate([w.qpos, w.qvel, [w.time]]).copy() for w in env.sim._worlds]
+  return [data.qpos.clone().numpy(), data.qvel.clone().numpy(), *worlds]
+
+
+class Scene:
+  def __init__(self, env):
+    self.env = env
+    pour = pourer(env)
+    names = pour.cfg.names
+    geometry = pour.cfg.geometry
+    origin = env.scene.env_origins[0].numpy().astype(float)
+    # The bin's inner bounds from its nominal dimensions (hand computation).
+    centre = np.array(BIN_CENTRE) + origin[:2]
+    half = np.array([geometry.width, geometry.length]) / 2
+    self.inner_lo, self.inner_hi = centre - half, centre + half
+    self.centre = centre
+    self.floor = BIN_FLOOR + origin[2]
+    self.transit = geometry.rim_z + 0.06 + RG2_PAD_HALF[2] + origin[2]
+    geoms = [env.scene[n].indexing.geom_ids.cpu().tolist() for n in names]
+    self.replica = GraspReplica(env.sim.mj_model, geoms)
+    self.before = _live_state(env)
+    data = env.sim.data
+    self.replica.pose(
+      data.qpos[0].double().numpy(),
+      data.mocap_pos[0].double().numpy(),
+      data.mocap_quat[0].double().numpy(),
+    )
+    self.home = self.replica.data.qpos.copy()
+    self.arm_q = self.home[self.replica.kin.qpos_adr].copy()
+    m = self.replica.model
+    types = [int(m.geom_type[g[0]]) for g in geoms]
+    self.box = types.index(int(mujoco.mjtGeom.mjGEOM_BOX))
+    self.capsule = types.index(int(mujoco.mjtGeom.mjGEOM_CAPSULE))
+
+  def reset(self) -> None:
+    """Robot at home, every object parked far outside the bin."""
+    r = self.replica
+    r.data.qpos[:] = self.home
+    for k in range(len(r.object_geoms)):
+      adr = self._adr(k)
+      r.data.qpos[adr : adr + 3] = (-0.5 - 0.3 * k, 1.5, 0.1)
+      r.data.qpos[adr + 3 : adr + 7] = UPRIGHT
+    mujoco.mj_kinematics(r.model, r.data)
+
+  def _adr(self, k: int) -> int:
+    m = self.replica.model
+    body = m.geom_bodyid[self.replica.object_geoms[k][0]]
+    return int(m.jnt_qposadr[m.body_jntadr[body]])
+
+  def place(self, k, quat, xy, snap=()) -> None:
+    """Object k resting on the floor, its box of points centred at ``xy``;
+    ``snap`` (axis, +-1) pairs put it flush against that wall instead."""
+    r = self.replica
+    adr = self._adr(k)
+    r.data.qpos[adr : adr + 3] = (*xy, 0.3)
+    r.data.qpos[adr + 3 : adr + 7] = quat
+    mujoco.mj_kinematics(r.model, r.data)
+    lo, hi = self.extent(k)
+    shift = np.zeros(3)
+    shift[:2] = np.asarray(xy) - 0.5 * (lo[:2] + hi[:2])
+    for axis, sign in snap:
+      shift[axis] = (
+        self.inner_hi[axis] - hi[axis] if sign > 0 else self.inner_lo[axis] - lo[axis]
+      )
+    shift[2] = self.floor + 0.0005 - lo[2]
+    r.data.qpos[adr : adr + 3] += shift
+    mujoco.mj_kinematics(r.model, r.data)
+
+  def extent(self, k) -> tuple[np.ndarray, np.ndarray]:
+    pts = self.replica.object_triangles(k).reshape(-1, 3)
+    return pts.min(0), pts.max(0)
+
+  def box_corners(self, gid) -> np.ndarray:
+    r = self.replica
+    signs = np.array(list(itertools.product([-1, 1], repeat=3)), float)
+    rot = r.data.geom_xmat[gid].reshape(3, 3)
+    return (signs * r.model.geom_size[gid]) @ rot.T + r.data.geom_xpos[gid]
+
+
+@pytest.fixture(scope="module")
+def scene():
+  env = make_env(bin_pick_env_cfg(num_envs=1, objects=3), device="cpu", engine="mujoco")
+  env.reset()
+  yield Scene(env)
+  env.close()
+
+
+def _pads_at(scene: Scene, plan, point) -> np.ndarray:
+  """Corners of both closed pads [16, 3] with the arm solved at ``point``."""
+  r = scene.replica
+  above = np.array([*plan.start_w[:2], plan.transit_z])
+  q = r.kin.solve(above, plan.rotation_w, scene.arm_q)
+  ik = r.kin.solve(point, plan.rotation_w, q.q)
+  assert q.converged and ik.converged
+  r.data.qpos[r.kin.qpos_adr] = ik.q
+  r._set_fingers(0.0)
+  mujoco.mj_kinematics(r.model, r.data)
+  corners = np.concatenate([scene.box_corners(g) for g in r.pad_geoms])
+  tool = r.data.site_xpos[r.kin.site_id]
+  np.testing.assert_allclose(tool, point, atol=1e-4)
+  return corners
+
+
+def test_push_alone_in_the_middle(scene):
+  scene.reset()
+  k = scene.box
+  scene.place(k, UPRIGHT, scene.centre)
+  r = scene.replica
+  qpos = r.data.qpos.copy()
+  start_time = time.perf_counter()
+  plan, rejections = plan_push(r, k, "blocked", scene.transit, scene.arm_q)
+  wall = time.perf_counter() - start_time
+  print(f"plan_push: {wall * 1e3:.1f} ms, rejections {dict(rejections)}")
+  assert plan is not None, rejections
+  np.testing.assert_array_equal(r.data.qpos, qpos)  # Replica restored.
+  assert plan.object_index == k and plan.reason == "blocked"
+  assert plan.kind in ("push", "tip")
+  d = plan.direction_w
+  assert abs(d[2]) < 1e-12 and abs(np.linalg.norm(d) - 1) < 1e-9
+  lo, hi = scene.extent(k)
+  centre = 0.5 * (lo + hi)
+  assert float((plan.start_w - centre) @ d) < 0
+  # The box is upright: its rear extent along d from its 8 corners.
+  corners = scene.box_corners(r.object_geoms[k][0])
+  rear = float((corners @ d).min())
+  gap = rear - float(plan.start_w @ d)
+  assert gap >= CFG.approach_gap + RG2_PAD_HALF[1] - 1e-9
+  assert gap <= CFG.approach_gap + RG2_PAD_HALF[1] + 1e-6
+  move = plan.end_w - plan.start_w
+  length = float(np.linalg.norm(move))
+  np.testing.assert_allclose(move, length * d, atol=1e-12)
+  # Alone in the middle: the full distance (the bin is 400 mm long).
+  assert length == pytest.approx(CFG.distance + CFG.approach_gap)
+  floor_rule = scene.floor + RG2_PAD_HALF[2] + CFG.floor_clearance
+  assert plan.start_w[2] >= floor_rule - 1e-12
+  if plan.kind == "push":
+    # Mid height, or the floor rule (plus at most 1 mm for the IK tolerance).
+    low = max(centre[2], floor_rule)
+    assert low - 1e-12 <= plan.start_w[2] <= low + 0.001
+  # Untilted, closing axis perpendicular to the push, approach down.
+  rot = plan.rotation_w
+  np.testing.assert_allclose(rot[:, 2], [0, 0, -1], atol=1e-12)
+  np.testing.assert_allclose(abs(float(rot[:, 1] @ d)), 1.0, atol=1e-12)
+  assert plan.transit_z == pytest.approx(max(scene.transit, plan.start_w[2]))
+  for point in (plan.start_w, plan.end_w):
+    pads = _pads_at(scene, plan, point)
+    assert np.all(pads[:, :2] >= scene.inner_lo + CFG.wall_clearance - 1e-4)
+    assert np.all(pads[:, :2] <= scene.inner_hi - CFG.wall_clearance + 1e-4)
+    assert np.all(pads[:, 2] >= scene.floor + CFG.floor_clearance - 1e-4)
+
+
+def test_corner_box_gets_no_push_into_the_walls(scene):
+  scene.reset()
+  k = scene.box
+  scene.place(k, UPRIGHT, scene.centre, snap=((0, 1), (1, 1)))
+  lo, hi = scene.extent(k)
+  assert hi[0] == pytest.approx(scene.inner_hi[0]) and hi[1] == pytest.approx(
+    scene.inner_hi[1]
+  )
+  assert object_situation(scene.replica, k) == "wall"
+  plan, rejections = plan_push(scene.replica, k, "wall", scene.transit, scene.arm_q)
+  assert set(rejections) <= set(PUSH_REJECTIONS)
+  # Into +y or +x there is no room; every other direction starts behind the
+  # box, inside a wall.
+  assert rejections["no_room"] > 0
+  if plan is not None:
+    start = plan.start_w[:2]
+    assert np.all(start >= scene.inner_lo + CFG.wall_clearance)
+    assert np.all(start <= scene.inner_hi - CFG.wall_clearance)
+  assert plan is None, plan
+
+
+def test_object_situations(scene):
+  r = scene.replica
+  scene.reset()
+  scene.place(scene.capsule, UPRIGHT, scene.centre)
+  lo, hi = scene.extent(scene.capsule)
+  assert hi[2] - lo[2] > 0.05 and hi[2] - lo[2] > 1.3 * (hi[0] - lo[0])
+  assert object_situation(r, scene.capsule) == "standing"
+  # Lying along x, longer than 0.75 of the inner width: across.
+  scene.place(scene.capsule, ALONG_X, scene.centre)
+  lo, hi = scene.extent(scene.capsule)
+  width = scene.inner_hi[0] - scene.inner_lo[0]
+  assert hi[0] - lo[0] > 0.75 * width  # The drawn capsule is long enough.
+  assert object_situation(r, scene.capsule) == "across"
+  # Lying along y, touching the +x long wall; then in the middle.
+  scene.place(scene.capsule, ALONG_Y, scene.centre, snap=((0, 1),))
+  assert object_situation(r, scene.capsule) == "wall"
+  scene.place(scene.capsule, ALONG_Y, scene.centre)
+  lo, hi = scene.extent(scene.capsule)
+  assert min(lo[0] - scene.inner_lo[0], scene.inner_hi[0] - hi[0]) >= 0.025
+  assert object_situation(r, scene.capsule) == "blocked"
+  scene.place(scene.box, UPRIGHT, scene.centre + [0.0, 0.1])
+  assert object_situation(r, scene.box) == "blocked"
+
+
+def test_standing_capsule_tips_and_avoids_a_blocked_direction(scene):
+  """A standing capsule is tipped (pads 12 mm below its top); with the box
+  put right in front of that push, the room there is under the minimum, so
+  another direction is chosen (the more free room, the earlier), not toward
+  the box."""
+  scene.reset()
+  r = scene.replica
+  scene.place(scene.capsule, UPRIGHT, scene.centre)
+  plan, rejections = plan_push(r, scene.capsule, "standing", scene.transit, scene.arm_q)
+  assert plan is not None, rejections
+  assert plan.kind == "tip"
+  lo, hi = scene.extent(scene.capsule)
+  assert plan.start_w[2] == pytest.approx(hi[2] - 0.012)
+  d = plan.direction_w
+  scene.place(scene.box, UPRIGHT, scene.centre + d[:2] * 0.06)
+  # Free room toward the box, by hand: both are axis-aligned boxes of points.
+  c_lo, c_hi = scene.extent(scene.capsule)
+  b_lo, b_hi = scene.extent(scene.box)
+
+  def along(lo, hi):  # Projections of the 4 horizontal box corners on d.
+    return [x * d[0] + y * d[1] for x in (lo[0], hi[0]) for y in (lo[1], hi[1])]
+
+  room = min(along(b_lo, b_hi)) - max(along(c_lo, c_hi))
+  assert room > 0
+  assert room - 0.005 < CFG.min_distance
+  plan2, rejections2 = plan_push(
+    r, scene.capsule, "standing", scene.transit, scene.arm_q
+  )
+  assert plan2 is not None, rejections2
+  assert float(plan2.direction_w @ d) <= 1e-9
+
+
+def test_live_environment_untouched(scene):
+  """Planning on the replica posed from the live scene, for every poured
+  object, leaves the live simulator's state as it was."""
+  before = _live_state(scene.env)
+  data = scene.env.sim.data
+  r = scene.replica
+  r.pose(
+    data.qpos[0].double().numpy(),
+    data.mocap_pos[0].double().numpy(),
+    data.mocap_quat[0].double().numpy(),
+  )
+  for k in range(len(r.object_geoms)):
+    situation = object_situation(r, k)
+    plan_push(r, k, situation, scene.transit, scene.arm_q)
+  after = _live_state(scene.env)
+  for states in (before, scene.before):
+    for x, y in zip(states, after, strict=True):
+      np.testing.assert_array_equal(x, y)
