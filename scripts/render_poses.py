@@ -6,6 +6,8 @@ evaluation run with ``--videos N``, and writes one mp4 per recorded
 environment and view.
 
   python scripts/render_poses.py --poses reports/ct/video_poses.npz --output reports/ct_rerender
+  # A clip: environment 2 from 40 s to 60 s of simulated time.
+  python scripts/render_poses.py --poses R/video_poses.npz --output CLIP --envs 2 --start 40 --end 60
 """
 
 from __future__ import annotations
@@ -31,6 +33,12 @@ class Args:
   output: Path
   """Folder for the mp4 files; must not exist. The camera views, image sizes
   and backgrounds are the ones the run recorded with."""
+  envs: tuple[int, ...] = ()
+  """Recorded environments to render (default: all that were recorded)."""
+  start: float = 0.0
+  """Simulated time of the first rendered frame [s]."""
+  end: float | None = None
+  """Simulated time of the last rendered frame [s] (default: the last frame)."""
 
 
 def check_args(args: Args) -> None:
@@ -39,6 +47,8 @@ def check_args(args: Args) -> None:
   model = args.poses.with_suffix(".mjb")
   if not model.is_file():
     fail(f"--poses {args.poses}: its model {model.name} is not beside it.")
+  if args.start < 0 or (args.end is not None and args.end < args.start):
+    fail(f"--start {args.start} --end {args.end}: need 0 <= start <= end.")
   check_new_folder(args.output)
   prepare_offscreen_gl("render_poses.py")
 
@@ -49,7 +59,13 @@ def main(args: Args) -> int:
 
   from mjlab_tasks.common.video import render_pose_file
 
-  for path in render_pose_file(args.poses, out_dir):
+  try:
+    paths = render_pose_file(
+      args.poses, out_dir, envs=args.envs, window=(args.start, args.end)
+    )
+  except ValueError as e:
+    fail(str(e))
+  for path in paths:
     print(f"wrote {path}")
   return 0
 

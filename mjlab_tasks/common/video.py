@@ -280,11 +280,38 @@ def render_poses(
   return paths
 
 
-def render_pose_file(poses: Path, out_dir: Path, prefix="rerender") -> list[Path]:
+def render_pose_file(
+  poses: Path,
+  out_dir: Path,
+  prefix="rerender",
+  envs: tuple[int, ...] = (),
+  window: tuple[float, float | None] = (0.0, None),
+) -> list[Path]:
   """Re-render a ``video_poses.npz`` (and its ``.mjb`` model) to mp4 files,
-  with the views it was recorded with."""
+  with the views it was recorded with: the recorded environments ``envs``
+  (all when empty), the frames within ``window`` (simulated seconds from the
+  first frame; frame f was recorded at f / fps)."""
   model = mujoco.MjModel.from_binary_path(str(poses.with_suffix(".mjb")))
-  rec = np.load(poses)
+  rec = dict(np.load(poses))
+  recorded = rec["env_ids"].tolist()
+  missing = [e for e in envs if e not in recorded]
+  if missing:
+    raise ValueError(f"environments {missing} were not recorded (recorded: {recorded})")
+  rows = [recorded.index(e) for e in envs] if envs else list(range(len(recorded)))
+  fps = float(rec["fps"])
+  frames = rec["qpos"].shape[1]
+  first = int(round(window[0] * fps))
+  last = frames if window[1] is None else min(frames, int(round(window[1] * fps)) + 1)
+  if first >= last:
+    raise ValueError(
+      f"no recorded frame between {window[0]} s and {window[1]} s "
+      f"({frames} frames at {fps} fps)"
+    )
+  rec["env_ids"] = np.array([recorded[r] for r in rows])
+  rec["origins"] = rec["origins"][rows]
+  for key in ("qpos", "mocap_pos", "mocap_quat"):
+    if rec[key].size:
+      rec[key] = rec[key][rows, first:last]
   views = (CameraView(),)
   if "views" in rec:
     views = tuple(
