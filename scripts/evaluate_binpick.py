@@ -353,7 +353,10 @@ def env_rows(env, controller, pour, verdict, watch: Watch, sim_time: float) -> l
       row |= {"end_time_s": round(sim_time, 3), "undelivered_objects": undelivered}
     else:
       row |= expert_row(controller, i, log, sim_time) | {
-        "undelivered_objects": undelivered
+        "undelivered_objects": undelivered,
+        "undelivered_reasons": {
+          name: controller.why_undelivered(i, names.index(name)) for name in undelivered
+        },
       }
     rows.append(row)
   return rows
@@ -372,6 +375,7 @@ def expert_row(expert, i: int, log, sim_time: float) -> dict:
     if log.delivery_times
     else None,
     "failure_reasons": dict(log.failures),
+    "rearrangements": log.rearrangements,
     "plans": log.plans,
     "planned_candidates_checked": log.planned_candidates,
     "planning_wall_s": round(log.planning_wall_s, 3),
@@ -404,8 +408,20 @@ def summarize(per_env: list, controller, n: int, sim_time, wall, steps) -> dict:
       if delivery_times
       else None,
       "failure_reasons": _summary_counts([e["failure_reasons"] for e in per_env]),
+      "undelivered_reasons": _summary_counts(
+        [Counter(e["undelivered_reasons"].values()) for e in per_env]
+      ),
       "planning_rejections": _summary_counts(
         [log.rejections for log in controller.logs]
+      ),
+      "rearrangements": _summary_counts(
+        [
+          Counter(f"{m['reason']} {m['kind']}" for m in e["rearrangements"])
+          for e in per_env
+        ]
+      ),
+      "rearrangement_rejections": _summary_counts(
+        [log.push_rejections for log in controller.logs]
       ),
     }
   return summary | {
@@ -533,6 +549,10 @@ def main(args: Args) -> int:
     files["planning_rejections.json"] = {
       "by_environment": {str(i): dict(controller.logs[i].rejections) for i in range(n)},
       "total": summary["planning_rejections"],
+      "rearrangements_by_environment": {
+        str(i): dict(controller.logs[i].push_rejections) for i in range(n)
+      },
+      "rearrangements_total": summary["rearrangement_rejections"],
     }
   files["physics_metrics.json"] = watch.metrics(env)
   files["source_snapshot.json"] = source_snapshot()

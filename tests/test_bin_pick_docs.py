@@ -174,8 +174,8 @@ def test_grasp_search_numbers():
     [tilts[1], *(s * t for t in tilts[2:] for s in (-1, 1))]
   )
   *heights, lowest = quoted(
-    r"at (\d+) heights \((\d+), (\d+) and (\d+) % of the object's span from its top, "
-    r"and the level that puts the pad bottom (\d+) mm above"
+    r"at (\d+) heights \((\d+), (\d+), (\d+) and (\d+) % of the object's span from "
+    r"its top, and the level that puts the pad bottom (\d+) mm above"
   )
   assert heights[0] == len(cfg.height_fractions) + 1
   assert sorted(heights[1:]) == sorted(100 * f for f in cfg.height_fractions)
@@ -190,6 +190,66 @@ def test_grasp_search_numbers():
   )
   assert (lo, free, stroke) == mm(cfg.min_width, cfg.open_clearance, RG2_MAX_OPENING)
   assert hi == stroke - 2 * free
+  (edge,) = quoted(r"two edge strips where a pad overlaps only (\d+) mm of")
+  assert edge == mm(cfg.edge_overlap)[0]
+  (tol,) = quoted(r"lying within ([\d.]+) mm of each closed pad face")
+  assert tol == mm(cfg.contact_tolerance)[0]
+  area, torque = quoted(
+    r"(\d+) x \(1 - patch\) and 1 per ([\d.]+) N m of gravity torque"
+  )
+  assert (area, torque) == (cfg.area_weight, cfg.torque_ref) and cfg.com_weight == 1
+  (patch,) = quoted(r"Grasps with a patch of at least ([\d.]+) are checked before")
+  assert patch == ReplicaCfg().min_patch
+
+
+def test_rearrangement_numbers():
+  from experts.bin_pick.rearrange import (
+    ACROSS_FRACTION,
+    STANDING_MIN_HEIGHT,
+    STANDING_RATIO,
+    TIP_BELOW_TOP,
+    TIP_MIN_HEIGHT,
+    WALL_GAP,
+    PushCfg,
+  )
+
+  push, expert = PushCfg(), BinPickExpertCfg()
+  (across,) = quoted(r"extent across the bin is over ([\d.]+) of the inner width")
+  assert across == ACROSS_FRACTION
+  ratio, tall = quoted(
+    r"height is over ([\d.]+) times its smallest horizontal extent and over (\d+) mm"
+  )
+  assert (ratio, tall) == (STANDING_RATIO, mm(STANDING_MIN_HEIGHT)[0])
+  (gap,) = quoted(r"it lies within (\d+) mm of a wall")
+  assert gap == mm(WALL_GAP)[0]
+  above, below, tip_tall = quoted(
+    r"pads at least (\d+) mm above the floor\) or a `tip` (\d+) mm below its top "
+    r"\(objects over (\d+) mm tall\)"
+  )
+  assert (above, below, tip_tall) == mm(
+    push.floor_clearance, TIP_BELOW_TOP, TIP_MIN_HEIGHT
+  )
+  behind, length, least = quoted(
+    r"the push starts (\d+) mm behind the object and moves it (\d+) mm, or less "
+    r"where a wall is nearer \(at least (\d+) mm\)"
+  )
+  assert (behind, length, least) == mm(
+    push.approach_gap, push.distance, push.min_distance
+  )
+  wall, floor = quoted(
+    r"the closed hand (\d+) mm from the walls and (\d+) mm above the floor at the start"
+  )
+  assert (wall, floor) == mm(push.wall_clearance, push.floor_clearance)
+  (step,) = quoted(r"at sampled points \(every (\d+) mm\) of the push line")
+  assert step == mm(push.step)[0]
+  per_object, per_env = quoted(
+    r"At most (\d+) moves per object and (\d+) per environment"
+  )
+  assert (per_object, per_env) == (expert.max_pushes_per_object, expert.max_pushes)
+  (speed,) = quoted(r"`push` \(the line, at ([\d.]+) of the largest action\)")
+  assert speed == expert.push_speed
+  (jam,) = quoted(r"A push that takes longer than (\d+) s \(jammed\)")
+  assert jam == expert.stage_timeout
 
 
 def test_replica_numbers():
@@ -206,10 +266,14 @@ def test_replica_numbers():
     r"measured width plus (\d+) mm on each side \(at most the (\d+) mm stroke\)"
   )
   assert (margin, stroke) == mm(cfg.open_margin, RG2_MAX_OPENING)
+  (tight,) = quoted(r"the smaller one, (\d+) mm on each side, is tried")
+  assert tight == mm(cfg.tight_open_margin)[0]
 
 
 def test_expert_numbers():
   cfg = BinPickExpertCfg()
+  (careful,) = quoted(r"`lift` \(vertical, at half speed over the first (\d+) mm")
+  assert careful == mm(cfg.careful_lift)[0] and cfg.lift_speed == 0.5
   (transit,) = quoted(r"transit height: rim \+ (\d+) mm \+ pad half height")
   assert transit == mm(cfg.transit_clearance)[0]
   close, squeeze = quoted(

@@ -24,6 +24,7 @@ from experts.bin_pick.grasps import (
   strip_extent,
   tool_rotation,
 )
+from experts.bin_pick.rearrange import REARRANGE_REASONS
 
 
 def _posed(geom_kwargs: dict) -> tuple[mujoco.MjModel, mujoco.MjData]:
@@ -147,14 +148,16 @@ def test_replica_accepts_a_clear_grasp_rejects_a_wall_one_and_leaves_live_state(
   result = replica.plan([0], transit, arm_q, 0.0)
   assert result.plan is not None, result.rejections
   plan = result.plan
-  reason, q = replica.check(
+  reason, q, opening = replica.check(
     0, plan.position_w, plan.rotation_w, plan.width, transit, arm_q
   )
-  assert reason is None and q is not None
-  # The same opening, closing along x, with the +x pad's centre 5 mm into the
-  # +x wall (inner face at x = centre + 70 mm), below the 60 mm rim.
+  assert reason is None and q is not None and opening == plan.open_width
+  # Closing along x, with the +x pad's centre 5 mm into the +x wall (inner
+  # face at x = centre + 70 mm), below the 60 mm rim, at the smaller of the
+  # two openings the replica tries (so the larger one is deeper in the wall).
   origin = env.scene.env_origins[0].numpy()
-  pad_offset = replica.open_width(plan.width) / 2 + 0.003
+  tight = replica.open_width(plan.width, replica.cfg.tight_open_margin)
+  pad_offset = tight / 2 + 0.003
   on_wall = np.array(
     [
       BIN_CENTRE[0] + 0.07 + 0.005 - pad_offset + origin[0],
@@ -162,13 +165,59 @@ def test_replica_accepts_a_clear_grasp_rejects_a_wall_one_and_leaves_live_state(
       BIN_FLOOR + 0.035,
     ]
   )
-  reason, _ = replica.check(
+  reason, _, _ = replica.check(
     0, on_wall, tool_rotation(0.0, 0.0), plan.width, transit, arm_q
   )
   assert reason == "wall_clearance"
   after = _live_state(env)
   for x, y in zip(before, after, strict=True):
     np.testing.assert_array_equal(x, y)
+
+
+def test_regrasp_changes_direction_height_or_strip_and_a_tight_opening_fits(
+  one_object_env,
+):
+  """After a failure the replica avoids the failed grasp's key; next to a
+  wall the hand may pre-shape with the smaller opening."""
+  from experts.bin_pick.replica import GraspReplica
+  from mjlab_tasks.bin_pick.env_cfg import BIN_CENTRE, BIN_FLOOR
+
+  env = one_object_env
+  replica = GraspReplica(
+    env.sim.mj_model, [env.scene["obj_00"].indexing.geom_ids.cpu().tolist()]
+  )
+  data = env.sim.data
+  replica.pose(
+    data.qpos[0].double().numpy(),
+    data.mocap_pos[0].double().numpy(),
+    data.mocap_quat[0].double().numpy(),
+  )
+  arm_q = replica.data.qpos[replica.kin.qpos_adr].copy()
+  first = replica.plan([0], 0.2, arm_q, 0.0).plan
+  failed = {first.key}
+  second = replica.plan([0], 0.2, arm_q, 0.0, avoid={0: failed}).plan
+  assert second is not None and second.key not in failed
+  failed.add(second.key)
+  third = replica.plan([0], 0.2, arm_q, 0.0, avoid={0: failed}).plan
+  assert third is not None and third.key not in failed
+  # Closing along x with the +x finger link's outer face (16 mm outside the
+  # pad's inner face) 2 mm into the +x wall (inner face at centre + 70 mm) at
+  # the 15 mm margin: 7 mm clear at the 6 mm one.
+  cfg = replica.cfg
+  width = 0.04
+  wide = replica.open_width(width) / 2 + 0.016
+  origin = env.scene.env_origins[0].numpy()
+  pose = np.array(
+    [
+      BIN_CENTRE[0] + 0.07 + 0.002 - wide + origin[0],
+      BIN_CENTRE[1] + 0.1 + origin[1],  # Away from the object.
+      BIN_FLOOR + 0.035,
+    ]
+  )
+  assert replica.open_width(width, cfg.tight_open_margin) / 2 + 0.016 < wide - 0.008
+  reason, _, _ = replica.check(0, pose, tool_rotation(0.0, 0.0), width, 0.2, arm_q)
+  # The smaller opening passes the walls; the pads then miss the object.
+  assert reason == "pads_miss_target"
 
 
 def _run(*args: str):
@@ -400,6 +449,11 @@ def test_small_run_reports_match_the_simulation(small_run):
       for n, r, p in zip(sim.names, refs, poured, strict=True)
       if p and not r["delivered"]
     ]
+    # Every undelivered object has its reason; every rearrangement its own.
+    assert list(env_report["undelivered_reasons"]) == env_report["undelivered_objects"]
+    for move in env_report["rearrangements"]:
+      assert move["reason"] in REARRANGE_REASONS and move["kind"] in ("push", "tip")
+      assert move["object"] in sim.names and move["moved_mm"] >= 0.0
     # Every object's final row against the simulator state.
     for row, ref, was_poured, name in zip(
       final[str(i)], refs, poured, sim.names, strict=True
@@ -455,6 +509,9 @@ def test_second_run_into_the_same_folder_is_refused(video_run):
 
 
 def _gl_available() -> bool:
+  from mjlab_tasks.common.video import _default_gl
+
+  _default_gl()  # As the renderer does: the headless backend, not GLFW.
   try:
     model = mujoco.MjModel.from_xml_string("<mujoco/>")
     mujoco.Renderer(model, 8, 8).close()
@@ -505,6 +562,20 @@ def test_video_poses_rerender_reproduces_frames_without_physics(
   ]
   for p in paths:
     assert p.stat().st_size > 2_000
+  # A clip: frames 2 to 4 (0.5 s to 1.0 s at 4 fps) of environment 0.
+  import imageio_ffmpeg
+
+  clip_dir = tmp_path / "clip"
+  clip_dir.mkdir()
+  clip = render_pose_file(
+    out_dir / "video_poses.npz", clip_dir, envs=(0,), window=(0.5, 1.0)
+  )
+  assert len(clip) == 2
+  assert imageio_ffmpeg.count_frames_and_secs(str(clip[0]))[0] == 3
+  with pytest.raises(ValueError, match="not recorded"):
+    render_pose_file(out_dir / "video_poses.npz", clip_dir, envs=(1,))
+  with pytest.raises(ValueError, match="no recorded frame"):
+    render_pose_file(out_dir / "video_poses.npz", clip_dir, window=(99.0, None))
 
 
 def test_delivery_rule_needs_more_than_reaching_the_drop_point():

@@ -279,3 +279,50 @@ def test_live_environment_untouched(scene):
   for states in (before, scene.before):
     for x, y in zip(states, after, strict=True):
       np.testing.assert_array_equal(x, y)
+
+
+def test_the_expert_executes_a_push_and_logs_what_the_object_did():
+  """Live: an object whose grasps all failed is pushed (closed gripper, the
+  push_* stages in order), then gets one more grasp attempt. The logged
+  displacement is the simulator's, measured here from the object's pose when
+  the push started and ended; the object moved along the planned direction."""
+  from experts.bin_pick.expert import BinPickExpert, Stage
+
+  env = make_env(
+    bin_pick_env_cfg(num_envs=1, objects=1, bin_width=0.14, bin_height=0.06),
+    device="cpu",
+    engine="mujoco",
+  )
+  try:
+    env.reset()
+    expert = BinPickExpert(env)
+    expert.attempts[0, 0] = expert.cfg.max_attempts  # Every grasp failed.
+    obj = env.scene["obj_00"].data
+    seen, start_pos, plan = [], None, None
+    for _ in range(600):
+      env.step(expert.act())
+      stage = Stage(int(expert.stage[0]))
+      if stage == Stage.PUSH_ABOVE and start_pos is None:
+        start_pos, plan = obj.root_link_pos_w[0].numpy().copy(), expert._push[0]
+      if not seen or seen[-1] != stage:
+        seen.append(stage)
+      if expert.logs[0].rearrangements:
+        break
+    end_pos = obj.root_link_pos_w[0].numpy().copy()
+  finally:
+    expert.close()
+    env.close()
+  assert plan is not None and plan.reason == "failed_grasps"
+  assert seen[: seen.index(Stage.PUSH_UP) + 1] == [
+    Stage.PUSH_ABOVE,
+    Stage.PUSH_DOWN,
+    Stage.PUSH,
+    Stage.PUSH_UP,
+  ]
+  (move,) = expert.logs[0].rearrangements
+  moved = end_pos - start_pos
+  assert move["moved_mm"] == pytest.approx(np.linalg.norm(moved) * 1000, abs=0.1)
+  assert np.linalg.norm(moved[:2]) > CFG.min_distance / 2
+  cos = moved[:2] @ plan.direction_w[:2] / np.linalg.norm(moved[:2])
+  assert cos > 0.8
+  assert int(expert.attempts[0, 0]) == expert.cfg.max_attempts - 1

@@ -21,7 +21,19 @@ actions (5 mm / 1 degree per unit) and normalized gripper actions:
   verify     wait for the evaluator's delivery verdict for the object
   recover    after a slip, an empty grasp or a motion timeout: open and
              rise vertically, then plan again
-  done       bin cleared, or no feasible grasp left (``finished``)
+  done       bin cleared, or no feasible grasp or rearrangement left
+             (``finished``)
+
+When no eligible object has a feasible grasp, the expert rearranges the
+pile (``rearrange.py``, checked on the replica like a grasp): with the
+gripper closed it pushes an object low toward free floor, or high to tip a
+standing one over, then plans again:
+
+  push_above  transit height above the push start, gripper closed
+  push_down   vertical, to the push start beside the object
+  push        a straight line along the push direction
+  push_up     vertical, back to the transit height (the move's outcome,
+              the object's displacement and turn, is logged)
 
 Slips are seen as object-relative motion: the object's position in the tool
 frame moving more than ``slip_tolerance`` from where the close left it.
@@ -52,6 +64,12 @@ from mjlab.utils.lab_api.math import (
 from assets.ur5_rg2 import GRIPPER_ACTUATOR_NAME
 from assets.ur5_rg2.model import RG2_MAX_OPENING, RG2_PAD_HALF
 from evaluators.bin_pick import CONDITIONS, failed_condition
+from experts.bin_pick.rearrange import (
+  PushCfg,
+  PushPlan,
+  object_situation,
+  plan_push,
+)
 from experts.bin_pick.replica import GraspReplica, PlanResult, ReplicaCfg
 from mjlab_tasks.bin_pick.env_cfg import DROP_DESTINATION, PARKING_X, pourer
 from mjlab_tasks.bin_pick.mdp import bin_pick_verdict
@@ -74,6 +92,10 @@ class Stage(IntEnum):
   VERIFY = 9
   RECOVER = 10
   DONE = 11
+  PUSH_ABOVE = 12
+  PUSH_DOWN = 13
+  PUSH = 14
+  PUSH_UP = 15
 
 
 STAGE_NAMES = {s: s.name.lower() for s in Stage}
@@ -85,7 +107,15 @@ _MOTION = (
   Stage.LOWER,
   Stage.RETREAT,
   Stage.RECOVER,
+  Stage.PUSH_ABOVE,
+  Stage.PUSH_DOWN,
+  Stage.PUSH,
+  Stage.PUSH_UP,
 )
+_PUSHING = (Stage.PUSH_ABOVE, Stage.PUSH_DOWN, Stage.PUSH)
+# Which objects are rearranged first: those lying across the bin or standing
+# block the others; then objects whose grasps failed, then those by a wall.
+_SITUATION_ORDER = ("across", "standing", "failed_grasps", "wall", "blocked")
 GRIPPER_OPEN, GRIPPER_CLOSED = 1.0, -1.0
 
 
@@ -116,14 +146,25 @@ class BinPickExpertCfg:
   """A gripper closed to within this of fully closed holds nothing [m]."""
   slip_tolerance: float = 0.02
   """Object-relative motion [m] that counts as a slip."""
+  lift_speed: float = 0.5
+  """Largest translation action while the held object is still within
+  ``careful_lift`` of where it was grasped (fraction of a full action)."""
+  careful_lift: float = 0.03
+  """Lift height over which the object leaves the pile slowly [m]."""
   stage_timeout: float = 8.0
   """Longest time of one motion stage [s]."""
   max_attempts: int = 3
   """Failed attempts after which an object is no longer tried."""
   reach: tuple[float, float] = (0.25, 0.8)
   """Horizontal distance from the robot base of an eligible object [m]."""
+  push_speed: float = 0.4
+  """Largest translation action along a push (fraction of a full action)."""
+  max_pushes_per_object: int = 2
+  max_pushes: int = 8
+  """Rearrangements per environment and episode."""
   num_workers: int = 2
   replica: ReplicaCfg = field(default_factory=ReplicaCfg)
+  push: PushCfg = field(default_factory=PushCfg)
 
 
 @dataclass
@@ -139,6 +180,8 @@ class EnvLog:
   outcome: str | None = None
   outcome_time: float | None = None
   planning_wall_s: float = 0.0
+  rearrangements: list[dict] = field(default_factory=list)
+  push_rejections: Counter = field(default_factory=Counter)
 
 
 class BinPickExpert:
@@ -183,6 +226,15 @@ class BinPickExpert:
     self.hold_offset = torch.zeros(n, 3, device=dev)  # Object in the tool frame.
     self.drop_xy = torch.zeros(n, 2, device=dev)
     self.attempts = torch.zeros(n, k, dtype=torch.long, device=dev)
+    # Per environment: object -> keys of grasps that failed on it (regrasp
+    # changes direction, height or strip), and the current grasp's key.
+    self.failed_grasps: list[dict[int, set]] = [{} for _ in range(n)]
+    self.last_failure: list[dict[int, str]] = [{} for _ in range(n)]
+    self.pushes = torch.zeros(n, k, dtype=torch.long, device=dev)
+    self.push_end = torch.zeros(n, 3, device=dev)
+    self._push: list[PushPlan | None] = [None] * n
+    self._push_from: list[tuple[np.ndarray, np.ndarray] | None] = [None] * n
+    self._grasp_key: list[tuple | None] = [None] * n
     self.logs = [EnvLog() for _ in range(n)]
     self._local = threading.local()
     self._pool = ThreadPoolExecutor(max_workers=max(1, cfg.num_workers))
@@ -226,6 +278,10 @@ class BinPickExpert:
   def _enter(self, mask: torch.Tensor, new: Stage, note: str = "") -> None:
     for i in mask.nonzero().flatten().tolist():
       self._log(i, new, note)
+    self._enter_quiet(mask, new)
+
+  def _enter_quiet(self, mask: torch.Tensor, new: Stage) -> None:
+    """Enter a stage whose transitions were logged already."""
     self.stage[mask] = int(new)
     self.stage_time[mask] = 0.0
 
@@ -236,6 +292,11 @@ class BinPickExpert:
     ids = mask.nonzero().flatten()
     for i in ids.tolist():
       self.logs[i].failures[reason] += 1
+      obj_i, key = int(self.target_obj[i]), self._grasp_key[i]
+      if obj_i >= 0:
+        self.last_failure[i][obj_i] = reason
+      if obj_i >= 0 and key is not None:
+        self.failed_grasps[i].setdefault(obj_i, set()).add(key)
     obj = self.target_obj[ids]
     self.attempts[ids, obj.clamp_min(0)] += (obj >= 0).long()
     self._enter(mask, Stage.RECOVER, reason)
@@ -243,6 +304,18 @@ class BinPickExpert:
     self.target_pos[mask] = tool_pos[mask]
     self.target_pos[mask, 2] = torch.maximum(tool_pos[mask, 2], self.carry_z[mask])
     self.gripper[mask] = GRIPPER_OPEN
+
+  def why_undelivered(self, i: int, k: int) -> str:
+    """Why object k of environment i is not delivered (for reports)."""
+    if not bool(self.done[i]):
+      return "timeout"
+    if int(self.attempts[i, k]) >= self.cfg.max_attempts:
+      return f"attempts_used ({self.last_failure[i].get(k, 'unknown')})"
+    pos = self._object_pos()[i, k]
+    dist = float(torch.linalg.vector_norm(pos[:2] - self._base_xy[i]))
+    if pos[0] <= PARKING_X + 0.3 or not self.cfg.reach[0] <= dist <= self.cfg.reach[1]:
+      return "out_of_reach"
+    return "no_feasible_grasp"
 
   @property
   def done(self) -> torch.Tensor:
@@ -262,9 +335,44 @@ class BinPickExpert:
       & reach
     )
 
+  def _pushable(self, verdict: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Objects a rearrangement may move: poured, undelivered, in reach,
+    within their push budget (those whose grasps all failed included)."""
+    pos = self._object_pos()
+    dist = torch.linalg.vector_norm(pos[..., :2] - self._base_xy.unsqueeze(1), dim=-1)
+    budget = self.pushes.sum(-1, keepdim=True) < self.cfg.max_pushes
+    return (
+      self.pour.in_bin
+      & ~verdict["delivered"]
+      & (self.pushes < self.cfg.max_pushes_per_object)
+      & budget
+      & (pos[..., 0] > PARKING_X + 0.3)
+      & (dist >= self.cfg.reach[0])
+      & (dist <= self.cfg.reach[1])
+    )
+
+  def _plan_rearrangement(
+    self, replica: GraspReplica, i: int, pushable: np.ndarray, transit_z: float, arm_q
+  ) -> tuple[PushPlan | None, Counter]:
+    """The first feasible push over the pushable objects (see _SITUATION_ORDER)."""
+    rejections: Counter = Counter()
+    exhausted = self.attempts[i].cpu().numpy() >= self.cfg.max_attempts
+    order = []
+    for k in np.nonzero(pushable)[0].tolist():
+      reason = "failed_grasps" if exhausted[k] else object_situation(replica, k)
+      top = float(replica.object_triangles(k)[..., 2].max())
+      order.append((_SITUATION_ORDER.index(reason), -top, k, reason))
+    for *_, k, reason in sorted(order):
+      plan, rejected = plan_push(replica, k, reason, transit_z, arm_q, self.cfg.push)
+      rejections.update(rejected)
+      if plan is not None:
+        return plan, rejections
+    return None, rejections
+
   def _plan(self, ids: list[int]) -> None:
     verdict = bin_pick_verdict(self.env)
     eligible = self._eligible(verdict).cpu().numpy()
+    pushable = self._pushable(verdict).cpu().numpy()
     cleared = verdict["bin_cleared"].cpu().numpy()
     data = self.env.sim.data
     qpos = data.qpos.detach().cpu().double().numpy()
@@ -276,24 +384,34 @@ class BinPickExpert:
     rim = self.geometry.rim_z
     transit_z = rim + self.cfg.transit_clearance + RG2_PAD_HALF[2]
 
-    def plan_one(i: int) -> tuple[PlanResult | None, float]:
+    def plan_one(i: int) -> tuple[PlanResult | None, tuple, float]:
       if cleared[i]:
-        return None, 0.0
+        return None, (None, Counter()), 0.0
       start = time.perf_counter()
       replica = self._replica()
       replica.pose(qpos[i], mocap_pos[i], mocap_quat[i])
       arm_q = qpos[i][replica.kin.qpos_adr]
       yaw = float(np.arctan2(tool_rot[i, 1, 0], tool_rot[i, 0, 0]))
       result = replica.plan(
-        np.nonzero(eligible[i])[0].tolist(), transit_z + origins[i, 2], arm_q, yaw
+        np.nonzero(eligible[i])[0].tolist(),
+        transit_z + origins[i, 2],
+        arm_q,
+        yaw,
+        avoid=self.failed_grasps[i],
       )
-      return result, time.perf_counter() - start
+      push = (None, Counter())
+      if result.plan is None:
+        push = self._plan_rearrangement(
+          replica, i, pushable[i], transit_z + origins[i, 2], arm_q
+        )
+      return result, push, time.perf_counter() - start
 
     results = list(self._pool.map(plan_one, ids))
     dev = self.device
-    for i, (result, wall) in zip(ids, results, strict=True):
+    for i, (result, (push, push_rejections), wall) in zip(ids, results, strict=True):
       log = self.logs[i]
       log.planning_wall_s += wall
+      log.push_rejections.update(push_rejections)
       if result is None:
         log.outcome, log.outcome_time = "bin_cleared", float(self.time[i])
         self._enter(
@@ -304,12 +422,16 @@ class BinPickExpert:
       log.planned_candidates += result.checked
       log.rejections.update(result.rejections)
       mask = torch.arange(self.env.num_envs, device=dev) == i
+      if result.plan is None and push is not None:
+        self._start_push(i, push, torch.tensor(origins[i], device=dev))
+        continue
       if result.plan is None:
         log.outcome, log.outcome_time = "finished", float(self.time[i])
         self.target_obj[i] = -1
-        self._enter(mask, Stage.DONE, "no feasible grasp left")
+        self._enter(mask, Stage.DONE, "no feasible grasp or rearrangement left")
         continue
       plan = result.plan
+      self._grasp_key[i] = plan.key
       origin = torch.tensor(origins[i], dtype=torch.float32, device=dev)
       self.target_obj[i] = plan.object_index
       self.grasp_pos[i] = (
@@ -337,8 +459,69 @@ class BinPickExpert:
         Stage.MOVE_ABOVE,
         f"grasp {self.names[plan.object_index]} width {plan.width * 1000:.1f} mm "
         f"tilt {plan.tilt_deg:.0f} deg level {plan.level} strip {plan.strip} "
+        f"open {plan.open_width * 1000:.0f} mm patch {plan.patch:.2f} "
+        f"com {plan.com_distance * 1000:.0f} mm "
         f"(candidate {plan.candidate_rank}, {result.checked} checked)",
       )
+
+  def _start_push(self, i: int, plan: PushPlan, origin: torch.Tensor) -> None:
+    dev = self.device
+    k = plan.object_index
+    self.target_obj[i] = k
+    self.pushes[i, k] += 1
+    self._push[i] = plan
+    obj = self._objects[k].data
+    self._push_from[i] = (
+      obj.root_link_pos_w[i].cpu().numpy().copy(),
+      obj.root_link_quat_w[i].cpu().numpy().copy(),
+    )
+    start = torch.tensor(plan.start_w, dtype=torch.float32, device=dev) - origin
+    self.push_end[i] = (
+      torch.tensor(plan.end_w, dtype=torch.float32, device=dev) - origin
+    )
+    self.target_pos[i] = start
+    self.target_pos[i, 2] = plan.transit_z - float(origin[2])
+    self.grasp_pos[i] = start  # Where push_down goes.
+    self.target_quat[i] = quat_from_matrix(
+      torch.tensor(plan.rotation_w, dtype=torch.float32, device=dev).unsqueeze(0)
+    )[0]
+    self.carry_z[i] = plan.transit_z - float(origin[2])
+    self.gripper[i] = GRIPPER_CLOSED
+    d = plan.direction_w
+    self._enter(
+      torch.arange(self.env.num_envs, device=dev) == i,
+      Stage.PUSH_ABOVE,
+      f"rearrange {self.names[k]} ({plan.reason}): {plan.kind} toward "
+      f"({d[0]:+.2f}, {d[1]:+.2f}) over "
+      f"{np.linalg.norm(plan.end_w - plan.start_w) * 1000:.0f} mm",
+    )
+
+  def _finish_push(self, i: int) -> str:
+    """Log a finished rearrangement with its outcome; the object gets a
+    fresh grasp search (and one more attempt if its attempts were used)."""
+    plan, (pos0, quat0) = self._push[i], self._push_from[i]
+    k = plan.object_index
+    obj = self._objects[k].data
+    pos1 = obj.root_link_pos_w[i].cpu().numpy()
+    quat1 = obj.root_link_quat_w[i].cpu().numpy()
+    moved = float(np.linalg.norm(pos1 - pos0))
+    turned = float(np.degrees(2 * np.arccos(min(1.0, abs(float(quat0 @ quat1))))))
+    self.logs[i].rearrangements.append(
+      {
+        "t": round(float(self.time[i]), 3),
+        "object": self.names[k],
+        "reason": plan.reason,
+        "kind": plan.kind,
+        "direction": [round(float(x), 3) for x in plan.direction_w[:2]],
+        "moved_mm": round(moved * 1000, 1),
+        "turned_deg": round(turned, 1),
+      }
+    )
+    self.failed_grasps[i].pop(k, None)
+    if int(self.attempts[i, k]) >= self.cfg.max_attempts:
+      self.attempts[i, k] = self.cfg.max_attempts - 1
+    self._push[i] = None
+    return f"rearranged: moved {moved * 1000:.0f} mm, turned {turned:.0f} deg"
 
   def _choose_drop(self, ids: torch.Tensor) -> None:
     """The drop slot farthest from every other object lying near the zone."""
@@ -390,6 +573,17 @@ class BinPickExpert:
       self._fail(grasping & at(s), f"timeout_{STAGE_NAMES[s]}")
     stalled = timed_out & (at(Stage.RECOVER) | at(Stage.RETREAT))
     self._enter(stalled, Stage.PLAN, "timeout")
+    pushing = torch.zeros_like(timed_out)
+    for s in _PUSHING:
+      pushing |= at(s)
+    jammed = timed_out & pushing  # The object or the pile stopped the push.
+    self.target_pos[jammed, :2] = tool_pos[jammed, :2]
+    self.target_pos[jammed, 2] = self.carry_z[jammed]
+    self._enter(jammed, Stage.PUSH_UP, "push stalled")
+    lost = timed_out & at(Stage.PUSH_UP)
+    for i in lost.nonzero().flatten().tolist():
+      self._log(i, Stage.PLAN, self._finish_push(i) + " (timeout)")
+    self._enter_quiet(lost, Stage.PLAN)
     # One transition per environment and step: decide on this snapshot.
     stage = self.stage.clone()
     arrived &= ~timed_out & ~slipped
@@ -457,6 +651,23 @@ class BinPickExpert:
     m = at(Stage.RECOVER) & arrived
     self._enter(m, Stage.PLAN)
 
+    m = at(Stage.PUSH_ABOVE) & arrived
+    self.target_pos[m] = self.grasp_pos[m]
+    self._enter(m, Stage.PUSH_DOWN)
+
+    m = at(Stage.PUSH_DOWN) & arrived
+    self.target_pos[m] = self.push_end[m]
+    self._enter(m, Stage.PUSH)
+
+    m = at(Stage.PUSH) & arrived
+    self.target_pos[m, 2] = self.carry_z[m]
+    self._enter(m, Stage.PUSH_UP)
+
+    m = at(Stage.PUSH_UP) & arrived
+    for i in m.nonzero().flatten().tolist():
+      self._log(i, Stage.PLAN, self._finish_push(i))
+    self._enter_quiet(m, Stage.PLAN)
+
     plan_ids = at(Stage.PLAN).nonzero().flatten().tolist()
     if plan_ids:
       self._plan(plan_ids)
@@ -470,7 +681,15 @@ class BinPickExpert:
     )
     base_quat = torch.where(has, self.arm.desired_quat_w, tool_quat)
     move = (self.target_pos - base_pos) / scale_t
-    move = move / move.abs().amax(-1, keepdim=True).clamp_min(1.0)
+    # Slow while a held object leaves the pile: neighbours drag on it.
+    careful = at(Stage.LIFT) & (
+      tool_pos[:, 2] < self.grasp_pos[:, 2] + cfg.careful_lift
+    )
+    limit = torch.ones_like(self.stage_time)
+    limit[careful] = 1.0 / cfg.lift_speed
+    limit[at(Stage.PUSH)] = 1.0 / cfg.push_speed
+    limit = limit.unsqueeze(-1)
+    move = move / (move.abs().amax(-1, keepdim=True) * limit).clamp_min(1.0)
     turn = (
       axis_angle_from_quat(quat_mul(self.target_quat, quat_inv(base_quat))) / scale_r
     )

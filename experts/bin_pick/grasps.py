@@ -33,7 +33,7 @@ class GraspSearchCfg:
   """Horizontal closing directions over half a turn."""
   tilts_deg: tuple[float, ...] = (0.0, -15.0, 15.0, -30.0, 30.0)
   """Tool tilts about the closing axis (0: approach straight down)."""
-  height_fractions: tuple[float, ...] = (0.5, 0.3, 0.7)
+  height_fractions: tuple[float, ...] = (0.5, 0.3, 0.7, 0.15)
   """Grasp heights as fractions of the object's span along the approach axis,
   from its top; plus one level with the pad bottom just above the object's
   lowest point (``floor_clearance``)."""
@@ -46,6 +46,19 @@ class GraspSearchCfg:
   open_clearance: float = 0.005
   """Free space each side between the open pads and the widest point [m]."""
   min_width: float = 0.005
+  edge_overlap: float = 0.012
+  """Edge strips: a pad overlapping only this much of the section's end
+  along the pad width (a pinch on the object's edge; the hand then sits
+  farther from a wall beside the object) [m]."""
+  contact_tolerance: float = 0.0015
+  """Section points within this of a pad face count as its contact patch [m]."""
+  area_weight: float = 1.0
+  """Score per missing fraction of pad contact (1: no flat contact)."""
+  com_weight: float = 1.0
+  """Score per ``torque_ref`` of gravity torque about the closing line."""
+  torque_ref: float = 0.03
+  """Gravity torque about the closing line that costs ``com_weight`` [N m]
+  (a 100 g object held 30 mm from its centre of mass)."""
 
 
 @dataclass
@@ -63,9 +76,15 @@ class GraspCandidates:
   tilt: np.ndarray
   """Tilt about the closing axis [N] [rad]."""
   strip: np.ndarray
-  """Pad strip offset index (-1, 0, 1) [N]."""
+  """Pad strip index [N]: 0 centre, -1/1 side strips, -2/2 edge strips."""
   level: np.ndarray
   """Height level index [N] (last: the lowest level)."""
+  patch: np.ndarray
+  """Pad contact patch [N]: mean over the three cuts of the shorter of the
+  two faces' contact lengths, over the pad width (1: flat faces over the
+  whole pad; near 0: point contacts)."""
+  com_distance: np.ndarray
+  """Distance of the object's centre of mass from the closing line [N] [m]."""
 
   def __len__(self) -> int:
     return len(self.width)
@@ -192,15 +211,13 @@ def section_segments(tri: np.ndarray, level: float) -> tuple[np.ndarray, np.ndar
   return pts[rows, first], pts[rows, last]
 
 
-def strip_extent(
+def clip_to_strip(
   a: np.ndarray, b: np.ndarray, v_centre: float, half_width: float
-) -> tuple[float, float] | None:
-  """Extent (u_min, u_max) of segments clipped to ``|v - v_centre| <= half_width``.
-
-  None when no segment reaches the strip.
-  """
+) -> tuple[np.ndarray, np.ndarray]:
+  """Segments [M, 2] (u, v) clipped to ``|v - v_centre| <= half_width``:
+  the clipped end points (empty where no segment reaches the strip)."""
   if len(a) == 0:
-    return None
+    return np.zeros((0, 2)), np.zeros((0, 2))
   lo, hi = v_centre - half_width, v_centre + half_width
   dv = b[:, 1] - a[:, 1]
   flat = np.abs(dv) < 1e-12
@@ -211,13 +228,56 @@ def strip_extent(
   t1 = np.minimum(np.maximum(t_lo, t_hi), 1.0)
   inside_flat = flat & (a[:, 1] >= lo) & (a[:, 1] <= hi)
   keep = np.where(flat, inside_flat, t1 >= t0)
-  if not keep.any():
-    return None
   t0 = np.where(flat, 0.0, t0)[keep]
   t1 = np.where(flat, 1.0, t1)[keep]
-  ua, du = a[keep, 0], (b - a)[keep, 0]
-  u = np.concatenate([ua + t0 * du, ua + t1 * du])
+  a, d = a[keep], (b - a)[keep]
+  return a + t0[:, None] * d, a + t1[:, None] * d
+
+
+def strip_extent(
+  a: np.ndarray, b: np.ndarray, v_centre: float, half_width: float
+) -> tuple[float, float] | None:
+  """Extent (u_min, u_max) of segments clipped to ``|v - v_centre| <= half_width``.
+
+  None when no segment reaches the strip.
+  """
+  pa, pb = clip_to_strip(a, b, v_centre, half_width)
+  if len(pa) == 0:
+    return None
+  u = np.concatenate([pa[:, 0], pb[:, 0]])
   return float(u.min()), float(u.max())
+
+
+def _face_length(pa: np.ndarray, pb: np.ndarray, u_face: float, tol: float) -> float:
+  """Length along v of the clipped section lying within ``tol`` of the pad
+  face at ``u_face`` (by the segments' end points: a flat face along v has
+  both ends there, a curved surface touches at a point)."""
+  pts = np.concatenate([pa, pb])
+  near = np.abs(pts[:, 0] - u_face) <= tol
+  if near.sum() < 2:
+    return 0.0
+  return float(np.ptp(pts[near, 1]))
+
+
+def contact_patch(
+  sections: list[tuple[np.ndarray, np.ndarray]],
+  v_centre: float,
+  half_width: float,
+  u_lo: float,
+  u_hi: float,
+  tol: float,
+) -> float:
+  """Pad contact patch in [0, 1]: over the cuts, the shorter of the two
+  faces' contact lengths (within ``tol`` of the closed pads at ``u_lo`` and
+  ``u_hi``) over the pad width, averaged over the cuts."""
+  total = 0.0
+  for a, b in sections:
+    pa, pb = clip_to_strip(a, b, v_centre, half_width)
+    if len(pa) == 0:
+      continue
+    both = min(_face_length(pa, pb, u_lo, tol), _face_length(pa, pb, u_hi, tol))
+    total += min(1.0, both / (2 * half_width))
+  return total / len(sections)
 
 
 def tool_rotation(direction: float, tilt: float) -> np.ndarray:
@@ -234,14 +294,22 @@ def tool_rotation(direction: float, tilt: float) -> np.ndarray:
 
 
 def grasp_candidates(
-  triangles_w: np.ndarray, cfg: GraspSearchCfg = GraspSearchCfg()
+  triangles_w: np.ndarray,
+  cfg: GraspSearchCfg = GraspSearchCfg(),
+  com_w: np.ndarray | None = None,
+  mass: float = 0.0,
 ) -> GraspCandidates:
   """Every candidate over directions, tilts, heights and strips, best first.
 
-  Order (lowest score first): no tilt before tilts, the centre strip before
-  the side strips, the preferred heights in ``height_fractions`` order, then
-  narrower widths (more room for the open pads).
+  Order (lowest score first), a weighted sum: no tilt before tilts, the
+  centre strip before the side and edge strips, the preferred heights in
+  ``height_fractions`` order, narrower widths (more room for the open pads),
+  and the grasp's hold: flat pad contact over the pad width
+  (``contact_patch``) and a small gravity torque about the closing line
+  (``mass`` at ``com_w``'s distance from it; the pads' friction resists
+  a twist about that line only through their small torsional friction).
   """
+  com = triangles_w.reshape(-1, 3).mean(0) if com_w is None else np.asarray(com_w)
   max_width = RG2_MAX_OPENING - 2 * cfg.open_clearance
   ph, hw = cfg.pad_half_height, cfg.pad_half_width
   rows: list[tuple] = []
@@ -270,9 +338,13 @@ def grasp_candidates(
         v_lo, v_hi = float(v_all.min()), float(v_all.max())
         v_mid = 0.5 * (v_lo + v_hi)
         offset = max(0.0, 0.5 * (v_hi - v_lo) - hw) / 2
-        strips = (0,) if offset < 0.002 else (0, -1, 1)
-        for strip in strips:
-          v_c = v_mid + strip * offset
+        centres = {0: v_mid}
+        if offset >= 0.002:
+          centres.update({-1: v_mid - offset, 1: v_mid + offset})
+        edge = hw - cfg.edge_overlap  # Edge strips: the pad hangs over the end.
+        if v_hi - v_lo > cfg.edge_overlap and edge >= 0.002:
+          centres.update({-2: v_lo - edge, 2: v_hi + edge})
+        for strip, v_c in centres.items():
           extents = [strip_extent(a, b, v_c, hw) for a, b in sections]
           extents = [e for e in extents if e is not None]
           if not extents:
@@ -283,19 +355,27 @@ def grasp_candidates(
           if not cfg.min_width <= width <= max_width:
             continue
           centre = rot @ np.array([0.5 * (u_lo + u_hi), v_c, level])
+          patch = contact_patch(sections, v_c, hw, u_lo, u_hi, cfg.contact_tolerance)
+          arm = com - centre
+          com_distance = float(np.linalg.norm(arm - (arm @ rot[:, 0]) * rot[:, 0]))
+          torque = mass * 9.81 * com_distance
           score = (
             abs(tilt_deg) / 15.0
             + 0.5 * abs(strip)
             + 0.3 * min(k, len(cfg.height_fractions))
             + width / max_width
+            + cfg.area_weight * (1.0 - patch)
+            + cfg.com_weight * torque / cfg.torque_ref
           )
-          rows.append((score, centre, rot, width, d, tilt, strip, k))
+          rows.append(
+            (score, centre, rot, width, d, tilt, strip, k, patch, com_distance)
+          )
   rows.sort(key=lambda r: r[0])
   if not rows:
     empty = np.zeros((0,))
     return GraspCandidates(
       np.zeros((0, 3)), np.zeros((0, 3, 3)), empty, empty.astype(int), empty,
-      empty.astype(int), empty.astype(int),
+      empty.astype(int), empty.astype(int), empty, empty,
     )  # fmt: skip
   return GraspCandidates(
     position_w=np.array([r[1] for r in rows]),
@@ -305,4 +385,6 @@ def grasp_candidates(
     tilt=np.array([r[5] for r in rows]),
     strip=np.array([r[6] for r in rows]),
     level=np.array([r[7] for r in rows]),
+    patch=np.array([r[8] for r in rows]),
+    com_distance=np.array([r[9] for r in rows]),
   )

@@ -69,17 +69,11 @@ TIP_BELOW_TOP = 0.012
 TIP_MIN_HEIGHT = 0.04
 # Added to the floor rule's tool height: IK converges to 0.1 mm [m].
 IK_SLACK = 0.0005
+CLOSED_FINGER_HALF = 0.016
+"""The closed hand's half extent along its closing axis: pad 6 mm and finger
+link 10 mm (the link above the pad) [m]."""
 # Free room kept in front of the pushed object [m].
 ROOM_MARGIN = 0.005
-
-# Rejections that the half-turned hand (camera on the other side) may avoid.
-_HAND_SIDE_REASONS = (
-  "wall_clearance",
-  "bin_floor",
-  "start_collision",
-  "approach_collision",
-  "path_collision",
-)
 
 
 @dataclass(frozen=True)
@@ -96,7 +90,7 @@ class PushCfg:
   """Lowest robot point above the bin floor [m]."""
   step: float = 0.015
   """Spacing of sampled points on the vertical approach and the push line [m]."""
-  max_checks: int = 40
+  max_checks: int = 80
   """Replica checks (each hand yaw counts) before giving the object up."""
 
 
@@ -275,10 +269,10 @@ def _candidate_moves(replica, k: int, reason: str, interior, points) -> list[_Mo
   moves = []
   for d2 in dirs:
     direction = np.array([d2[0], d2[1], 0.0])
-    room = min(
-      _room_to_walls(points, direction, interior),
-      _room_to_objects(points, direction, others),
-    )
+    # The push may shove neighbours (rearranging the pile); only the walls
+    # bound its length. Free room in front still orders the directions.
+    room = _room_to_walls(points, direction, interior)
+    free = min(room, _room_to_objects(points, direction, others))
     for kind in kinds:
       if reason == "standing":
         first = 0 if kind == "tip" else 1  # Tip it over first.
@@ -291,7 +285,7 @@ def _candidate_moves(replica, k: int, reason: str, interior, points) -> list[_Mo
       kind_rank = 0 if (kind == "tip") == (reason == "standing") else 1
       # More free room first (rounded: near-ties keep the listed order).
       moves.append(
-        _Move((first, kind_rank, -round(min(room, 1.0), 3)), direction, kind, room)
+        _Move((first, kind_rank, -round(min(free, 1.0), 3)), direction, kind, room)
       )
   moves.sort(key=lambda mv: mv.priority)
   return moves
@@ -342,13 +336,21 @@ def plan_push(
       # The object's rear extent within the pads' height band.
       band = points[np.abs(points[:, 2] - z) <= ph]
       rear = float(((band if len(band) else points) @ direction).min())
-      behind = rear - cfg.approach_gap - hw - float(centre @ direction)
-      start = centre + behind * direction
-      start[2] = z
-      end = start + d * direction
-      angle = math.atan2(direction[1], direction[0]) + math.pi / 2
-      rot = tool_rotation(angle, 0.0)
-      for variant in (rot, rot @ np.diag([-1.0, -1.0, 1.0])):
+      heading = math.atan2(direction[1], direction[0])
+      # Two hand yaws: the closing axis across the push (the two closed pads'
+      # 12 mm edge pushes, the housing's 60 mm side across the push) or along
+      # it (the closed pads' 25 mm face pushes, the finger link 10 mm ahead of
+      # it; the housing's 44 mm side across: it fits nearer a wall).
+      variants = []
+      for turn, reach in ((math.pi / 2, hw), (0.0, CLOSED_FINGER_HALF)):
+        rot = tool_rotation(heading + turn, 0.0)
+        ahead = rear if turn else float((points @ direction).min())
+        behind = ahead - cfg.approach_gap - reach - float(centre @ direction)
+        start = centre + behind * direction
+        start[2] = z
+        for r in (rot, rot @ np.diag([-1.0, -1.0, 1.0])):
+          variants.append((r, start, start + d * direction))
+      for variant, start, end in variants:
         budget -= 1
         why = _check(replica, k, start, end, variant, transit_z, q_now, cfg)
         replica.data.qpos[:] = saved
@@ -364,7 +366,7 @@ def plan_push(
             transit_z=float(max(transit_z, start[2])),
           ), rejections
         rejections[why] += 1
-        if why not in _HAND_SIDE_REASONS or budget <= 0:
+        if budget <= 0:
           break
     return None, rejections
   finally:

@@ -56,15 +56,21 @@ REJECTION_REASONS = (
 
 @dataclass(frozen=True)
 class ReplicaCfg:
-  wall_clearance: float = 0.004
+  wall_clearance: float = 0.003
   """Least distance from robot geometry to a bin wall at the open grasp [m]."""
   floor_clearance: float = 0.001
   """Least distance from robot geometry to the bin floor at the open grasp [m]."""
   open_margin: float = 0.015
   """Pre-shaped opening: the measured width plus this on each side (capped
   at the full 110 mm stroke); the open grasp is checked at that opening [m]."""
+  tight_open_margin: float = 0.006
+  """Second opening tried when the open hand at ``open_margin`` meets a wall
+  or another object: fingers that open less fit beside a wall [m]."""
   closure_squeeze: float = 0.002
   """Predicted closure: opening = measured width minus this [m]."""
+  min_patch: float = 0.2
+  """Grasps whose pad contact patch (``grasps.contact_patch``) is below this
+  are checked only when no object has a better-held feasible grasp."""
   approach_step: float = 0.03
   """Spacing of the sampled vertical approach points [m]."""
   max_checks_per_object: int = 100
@@ -95,7 +101,18 @@ class GraspPlan:
   level: int
   """Height level index (``GraspSearchCfg.height_fractions``, then the lowest)."""
   strip: int
-  """Pad strip offset (-1, 0, 1)."""
+  """Pad strip (0 centre, -1/1 side, -2/2 edge)."""
+  direction: int
+  """Closing-direction index (``GraspSearchCfg.directions`` per half turn)."""
+  patch: float
+  """Pad contact patch in [0, 1] (``grasps.contact_patch``)."""
+  com_distance: float
+  """Object's centre of mass from the closing line [m]."""
+
+  @property
+  def key(self) -> tuple[int, int, int]:
+    """What a regrasp after a failure must change: direction, height, strip."""
+    return (self.direction, self.level, self.strip)
 
 
 @dataclass
@@ -217,32 +234,27 @@ class GraspReplica:
     width: float,
     transit_z: float,
     q_seed: np.ndarray,
-  ) -> tuple[str | None, np.ndarray | None]:
-    """Check one candidate; returns (rejection reason or None, grasp joints)."""
+  ) -> tuple[str | None, np.ndarray | None, float]:
+    """Check one candidate; returns (rejection reason or None, grasp joints,
+    the pre-shaped opening that passed)."""
     cfg = self.cfg
     # Transit point first (from the current arm), then down to the grasp: the
     # solutions then lie on one branch, as the executed motion does.
     above = np.array([position[0], position[1], max(transit_z, position[2])])
     transit = self.kin.solve(above, rotation, q_seed)
     if not transit.converged:
-      return "ik", None
+      return "ik", None, 0.0
     ik = self.kin.solve(position, rotation, transit.q)
     if not ik.converged:
-      return "ik", None
+      return "ik", None, 0.0
     self.data.qpos[self.kin.qpos_adr] = ik.q
-    self._set_fingers(self.open_width(width))
-    robot, other, dist = self._robot_contacts()
-    if np.any(self._is_wall[other] & (dist < cfg.wall_clearance)):
-      return "wall_clearance", None
-    if np.any(self._is_bin[other] & (dist < cfg.floor_clearance)):
-      return "bin_floor", None
-    if np.any(self._is_table[other] & (dist < 0.0)):
-      return "table_collision", None
-    owner = self._owner[other]
-    if np.any((owner == target) & (dist < 0.0)):
-      return "open_grasp_target", None
-    if np.any((owner >= 0) & (owner != target) & (dist < 0.0)):
-      return "open_grasp_collision", None
+    for margin in (cfg.open_margin, cfg.tight_open_margin):
+      opening = self.open_width(width, margin)
+      reason = self._open_hand_reason(target, opening)
+      if reason not in _OPENING_REASONS:
+        break
+    if reason is not None:
+      return reason, None, 0.0
     # Predicted closure: both pads must meet the target.
     self._set_fingers(max(width - cfg.closure_squeeze, 0.0))
     robot, other, dist = self._robot_contacts()
@@ -250,28 +262,52 @@ class GraspReplica:
     on_target = (owner == target) & (dist < 0.0)
     for pad in self.pad_geoms:
       if not np.any(on_target & (robot == pad)):
-        return "pads_miss_target", None
+        return "pads_miss_target", None, 0.0
     pads = np.isin(robot, self.pad_geoms)
     if np.any(pads & (owner >= 0) & (owner != target) & (dist < -0.001)):
-      return "closure_collision", None
+      return "closure_collision", None, 0.0
     # Sampled vertical approach, from the grasp up to the transit height.
-    self._set_fingers(self.open_width(width))
+    self._set_fingers(opening)
     q = ik.q
     rise = max(transit_z - position[2], 0.0)
     for z in np.arange(cfg.approach_step, rise + 1e-9, cfg.approach_step):
       point = position + np.array([0.0, 0.0, min(z, rise)])
       step = self.kin.solve(point, rotation, q)
       if not step.converged:
-        return "ik", None
+        return "ik", None, 0.0
       q = step.q
       self.data.qpos[self.kin.qpos_adr] = q
       _, _, dist = self._robot_contacts()
       if np.any(dist < 0.0):
-        return "approach_collision", None
-    return None, ik.q
+        return "approach_collision", None, 0.0
+    return None, ik.q, opening
 
-  def open_width(self, width: float) -> float:
-    return min(RG2_MAX_OPENING, width + 2 * self.cfg.open_margin)
+  def _open_hand_reason(self, target: int, opening: float) -> str | None:
+    """Why the hand, posed open at ``opening``, is not clear (None: clear)."""
+    cfg = self.cfg
+    self._set_fingers(opening)
+    _, other, dist = self._robot_contacts()
+    if np.any(self._is_wall[other] & (dist < cfg.wall_clearance)):
+      return "wall_clearance"
+    if np.any(self._is_bin[other] & (dist < cfg.floor_clearance)):
+      return "bin_floor"
+    if np.any(self._is_table[other] & (dist < 0.0)):
+      return "table_collision"
+    owner = self._owner[other]
+    if np.any((owner == target) & (dist < 0.0)):
+      return "open_grasp_target"
+    if np.any((owner >= 0) & (owner != target) & (dist < 0.0)):
+      return "open_grasp_collision"
+    return None
+
+  def open_width(self, width: float, margin: float | None = None) -> float:
+    margin = self.cfg.open_margin if margin is None else margin
+    return min(RG2_MAX_OPENING, width + 2 * margin)
+
+  def object_mass(self, k: int) -> tuple[np.ndarray, float]:
+    """Object k's centre of mass (world) and mass [kg]."""
+    body = self.model.geom_bodyid[self.object_geoms[k][0]]
+    return self.data.xipos[body].copy(), float(self.model.body_mass[body])
 
   def _hand_corners(self, robot_prefix: str) -> tuple[np.ndarray, np.ndarray]:
     """Surface points of the hand's collision boxes (housing, coupling,
@@ -318,8 +354,9 @@ class GraspReplica:
     ``floor_clearance`` above its floor (signed distances) [N]."""
     if len(candidates) == 0:
       return np.zeros(0, bool)
+    # The smaller opening: the order is a cheap guess, the check decides.
     open_width = np.minimum(
-      RG2_MAX_OPENING, candidates.width + 2 * self.cfg.open_margin
+      RG2_MAX_OPENING, candidates.width + 2 * self.cfg.tight_open_margin
     )
     finger_q = open_width / 2 - RG2_MAX_OPENING / 4  # [N]
     corners = self._corners0 + finger_q[:, None, None] * self._corners_rate  # [N, P, 3]
@@ -348,65 +385,109 @@ class GraspReplica:
     transit_z: float,
     q_now: np.ndarray,
     tool_yaw_now: float,
+    avoid: dict[int, set] | None = None,
   ) -> PlanResult:
     """The first feasible grasp over ``eligible`` objects (highest top first).
 
-    Each candidate is tried with the hand yaw nearer the current one first and
-    the half-turned hand second (the D415 side differs).
+    Two passes: first only grasps with flat pad contact (``min_patch``) over
+    every object, then the others: a well-held grasp of another object comes
+    before a point-contact grasp of this one (measured: point contacts
+    slipped in most lifts). Each candidate is tried with the hand yaw nearer
+    the current one first and the half-turned hand second (the D415 side
+    differs). ``avoid`` maps an object to the ``GraspPlan.key`` of grasps
+    that failed on it (slipped or held nothing): a regrasp changes the
+    direction, the height or the strip.
     """
-    rejections: Counter = Counter()
-    checked = tried = 0
-    tops = {k: float(self.object_triangles(k)[..., 2].max()) for k in eligible}
+    avoid = avoid or {}
+    result = PlanResult(None, Counter(), 0, 0)
     arm_q = self.data.qpos[self.kin.qpos_adr].copy()
-    for k in sorted(eligible, key=lambda k: -tops[k]):
-      tried += 1
-      tri = self.object_triangles(k)
-      candidates: GraspCandidates = grasp_candidates(tri, self.cfg.search)
-      bottom = float(tri[..., 2].min())
-      budget = self.cfg.max_checks_per_object
-      # Check first the candidates whose posed hand boxes clear the bin (by
-      # their surface points: cheap, for all candidates at once); tilted grasps then
-      # come early for objects by a wall. The replica's collision check decides.
-      order = np.argsort(~self._hand_clear(candidates), kind="stable")
-      for rank in order:
-        if budget <= 0:
-          break
-        rot = candidates.rotation_w[rank]
-        flipped = rot @ np.diag([-1.0, -1.0, 1.0])
-        yaw = np.arctan2(rot[1, 0], rot[0, 0])
-        near_first = abs(_wrap(yaw - tool_yaw_now)) <= np.pi / 2
-        for variant in (rot, flipped) if near_first else (flipped, rot):
-          budget -= 1
-          checked += 1
-          pos = candidates.position_w[rank]
-          reason, _ = self.check(
-            k, pos, variant, float(candidates.width[rank]), transit_z, q_now
-          )
-          self.data.qpos[self.kin.qpos_adr] = arm_q
-          if reason is None:
-            return PlanResult(
-              GraspPlan(
-                object_index=k,
-                position_w=pos.copy(),
-                rotation_w=variant.copy(),
-                width=float(candidates.width[rank]),
-                open_width=self.open_width(float(candidates.width[rank])),
-                transit_z=transit_z,
-                grasp_above_bottom=float(pos[2] - bottom),
-                candidate_rank=int(rank),
-                tilt_deg=float(np.degrees(candidates.tilt[rank])),
-                level=int(candidates.level[rank]),
-                strip=int(candidates.strip[rank]),
-              ),
-              rejections,
-              checked,
-              tried,
-            )
-          rejections[reason] += 1
-          if reason not in _HAND_SIDE_REASONS:
-            break  # The pads are symmetric: the half-turned hand fails alike.
-    return PlanResult(None, rejections, checked, tried)
+    tops = {k: float(self.object_triangles(k)[..., 2].max()) for k in eligible}
+    objects = sorted(eligible, key=lambda k: -tops[k])
+    candidates = {}
+    for k in objects:
+      com, mass = self.object_mass(k)
+      candidates[k] = grasp_candidates(
+        self.object_triangles(k), self.cfg.search, com_w=com, mass=mass
+      )
+    for well_held in (True, False):
+      for k in objects:
+        result.objects_tried += well_held
+        plan = self._plan_object(
+          k, candidates[k], well_held, avoid.get(k, set()), transit_z, q_now,
+          tool_yaw_now, arm_q, result,
+        )  # fmt: skip
+        if plan is not None:
+          result.plan = plan
+          return result
+    return result
 
+  def _plan_object(
+    self,
+    k: int,
+    candidates: GraspCandidates,
+    well_held: bool,
+    failed: set,
+    transit_z: float,
+    q_now: np.ndarray,
+    tool_yaw_now: float,
+    arm_q: np.ndarray,
+    result: PlanResult,
+  ) -> GraspPlan | None:
+    """The first feasible candidate of object k in one pass (counted into
+    ``result``); the budget is per object and pass."""
+    bottom = float(self.object_triangles(k)[..., 2].min())
+    budget = self.cfg.max_checks_per_object
+    # Candidates whose posed hand boxes clear the bin first (by their surface
+    # points: cheap, for all candidates at once), so tilted grasps come early
+    # for objects by a wall. The replica's collision check decides.
+    keep = (candidates.patch >= self.cfg.min_patch) == well_held
+    order = np.lexsort((np.arange(len(candidates)), ~self._hand_clear(candidates)))
+    for rank in order[keep[order]]:
+      if budget <= 0:
+        break
+      key = (
+        int(candidates.direction[rank]),
+        int(candidates.level[rank]),
+        int(candidates.strip[rank]),
+      )
+      if key in failed:
+        continue
+      rot = candidates.rotation_w[rank]
+      flipped = rot @ np.diag([-1.0, -1.0, 1.0])
+      yaw = np.arctan2(rot[1, 0], rot[0, 0])
+      near_first = abs(_wrap(yaw - tool_yaw_now)) <= np.pi / 2
+      for variant in (rot, flipped) if near_first else (flipped, rot):
+        budget -= 1
+        result.checked += 1
+        pos = candidates.position_w[rank]
+        width = float(candidates.width[rank])
+        reason, _, opening = self.check(k, pos, variant, width, transit_z, q_now)
+        self.data.qpos[self.kin.qpos_adr] = arm_q
+        if reason is None:
+          return GraspPlan(
+            object_index=k,
+            position_w=pos.copy(),
+            rotation_w=variant.copy(),
+            width=width,
+            open_width=opening,
+            transit_z=transit_z,
+            grasp_above_bottom=float(pos[2] - bottom),
+            candidate_rank=int(rank),
+            tilt_deg=float(np.degrees(candidates.tilt[rank])),
+            level=int(candidates.level[rank]),
+            strip=int(candidates.strip[rank]),
+            direction=int(candidates.direction[rank]),
+            patch=float(candidates.patch[rank]),
+            com_distance=float(candidates.com_distance[rank]),
+          )
+        result.rejections[reason] += 1
+        if reason not in _HAND_SIDE_REASONS:
+          break  # The pads are symmetric: the half-turned hand fails alike.
+    return None
+
+
+# Rejections of the open hand that a smaller pre-shaped opening may avoid.
+_OPENING_REASONS = ("wall_clearance", "open_grasp_collision", "open_grasp_target")
 
 # Rejections that the half-turned hand (camera on the other side) may avoid.
 _HAND_SIDE_REASONS = ("wall_clearance", "table_collision", "approach_collision")

@@ -1,0 +1,117 @@
+"""Bin-picking grasp quality: the pads' contact patch and the gravity torque
+about the closing line, against hand computations on posed primitives."""
+
+from __future__ import annotations
+
+import math
+
+import mujoco
+import numpy as np
+import pytest
+
+from experts.bin_pick.grasps import (
+  GraspSearchCfg,
+  body_triangles_w,
+  contact_patch,
+  grasp_candidates,
+  section_segments,
+  strip_extent,
+  tool_rotation,
+)
+
+HW = 0.0125  # Pad half width.
+TOL = GraspSearchCfg().contact_tolerance
+
+
+def _triangles(geom_kwargs: dict, quat=(1.0, 0.0, 0.0, 0.0)) -> np.ndarray:
+  spec = mujoco.MjSpec()
+  body = spec.worldbody.add_body(name="o", quat=list(quat))
+  body.add_geom(name="g", **geom_kwargs)
+  model = spec.compile()
+  data = mujoco.MjData(model)
+  mujoco.mj_forward(model, data)
+  return body_triangles_w(model, data, [0])
+
+
+def _patch(triangles: np.ndarray, direction: float, levels, v_centre: float):
+  sections = [
+    section_segments(triangles @ tool_rotation(direction, 0.0), z) for z in levels
+  ]
+  extents = [strip_extent(a, b, v_centre, HW) for a, b in sections]
+  u_lo = min(e[0] for e in extents if e)
+  u_hi = max(e[1] for e in extents if e)
+  return contact_patch(sections, v_centre, HW, u_lo, u_hi, TOL)
+
+
+def test_flat_box_faces_cover_the_pad_or_the_box(rng):
+  """A box closed across x: the faces are flat, so each cut's patch is the
+  box's extent along the pad width, clipped to the pad (25 mm)."""
+  for _ in range(4):
+    half = rng.uniform([0.01, 0.004, 0.02], [0.04, 0.03, 0.04])
+    tri = _triangles(dict(type=mujoco.mjtGeom.mjGEOM_BOX, size=half))
+    levels = [0.0, -0.5 * half[2], 0.5 * half[2]]
+    v_centre = rng.uniform(-0.5, 0.5) * half[1]
+    covered = min(v_centre + HW, half[1]) - max(v_centre - HW, -half[1])
+    expected = min(1.0, covered / (2 * HW))
+    assert _patch(tri, 0.0, levels, v_centre) == pytest.approx(expected, abs=1e-9)
+
+
+def test_lying_cylinder_touches_along_a_line(rng):
+  """A cylinder lying with its axis along the pad width (world y), closed
+  across x: only the cut through its axis reaches the widest part, where the
+  contact is the cylinder's length clipped to the pad; the cuts above and
+  below meet narrower chords (no contact within the tolerance)."""
+  for _ in range(3):
+    radius, half_len = rng.uniform(0.018, 0.03), rng.uniform(0.02, 0.05)
+    # Axis along y: a quarter turn about x.
+    q = (math.cos(math.pi / 4), math.sin(math.pi / 4), 0.0, 0.0)
+    tri = _triangles(
+      dict(type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[radius, half_len, 0]), q
+    )
+    dz = 0.8 * radius  # The other cuts' chords: 2 r sqrt(1 - 0.64) = 1.2 r.
+    expected = min(1.0, 2 * half_len / (2 * HW)) / 3
+    # Just off the tessellation's vertex line (a cut exactly through it is
+    # degenerate).
+    got = _patch(tri, 0.0, [1e-6, -dz, dz], 0.0)
+    assert got == pytest.approx(expected, abs=1e-6)
+
+
+def test_sphere_patch_is_the_chord_within_the_tolerance(rng):
+  """A sphere (64-gon tessellation): the points within the tolerance of the
+  widest point span a chord 2 sqrt(r^2 - (r - tol)^2) on the middle cut,
+  nothing on cuts far above or below; within the tessellation's step."""
+  radius = rng.uniform(0.02, 0.03)
+  tri = _triangles(dict(type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[radius, 0, 0]))
+  chord = 2 * math.sqrt(radius**2 - (radius - TOL) ** 2)
+  step = 2 * math.pi * radius / 64
+  got = _patch(tri, 0.0, [0.0, -0.7 * radius, 0.7 * radius], 0.0)
+  assert got * 3 * 2 * HW == pytest.approx(chord, abs=2 * step)
+
+
+def _box_candidates(com, mass):
+  half = np.array([0.015, 0.045, 0.02])  # Long along y.
+  tri = _triangles(dict(type=mujoco.mjtGeom.mjGEOM_BOX, size=half))
+  return grasp_candidates(tri, GraspSearchCfg(), com_w=np.asarray(com), mass=mass)
+
+
+def test_com_distance_is_the_distance_from_the_closing_line(rng):
+  """Closing across x (direction 0), untilted, centre strip, middle height:
+  the closing line runs along x through (y, z) = (0, 0), so the centre of
+  mass at (x, y, z) lies sqrt(y^2 + z^2) from it."""
+  com = rng.uniform([-0.01, -0.03, -0.015], [0.01, 0.03, 0.015])
+  c = _box_candidates(com, 0.1)
+  pick = (c.direction == 0) & (c.tilt == 0.0) & (c.strip == 0) & (c.level == 0)
+  (j,) = np.nonzero(pick)[0]
+  np.testing.assert_allclose(c.position_w[j], [0, 0, 0], atol=1e-9)
+  assert c.com_distance[j] == pytest.approx(math.hypot(com[1], com[2]), abs=1e-9)
+  assert c.patch[j] == pytest.approx(1.0)
+
+
+def test_a_heavy_object_is_held_near_its_centre_of_mass():
+  """The same box with its centre of mass near one end (a weight inside):
+  weightless, the first candidate closes across its middle; at 0.4 kg the
+  first candidate's closing line passes nearer the centre of mass."""
+  com = [0.0, 0.035, 0.0]
+  light, heavy = _box_candidates(com, 0.0), _box_candidates(com, 0.4)
+  assert light.com_distance[0] == pytest.approx(0.035, abs=1e-6)
+  assert heavy.com_distance[0] < 0.02
