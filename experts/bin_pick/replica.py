@@ -69,8 +69,14 @@ class ReplicaCfg:
   closure_squeeze: float = 0.002
   """Predicted closure: opening = measured width minus this [m]."""
   min_patch: float = 0.2
-  """Grasps whose pad contact patch (``grasps.contact_patch``) is below this
-  are checked only when no object has a better-held feasible grasp."""
+  """A well-held grasp has at least this pad contact patch
+  (``grasps.contact_patch``), ..."""
+  max_held_width: float = 0.07
+  """... closes on at most this width [m], ..."""
+  max_com_distance: float = 0.025
+  """... and passes this near the object's centre of mass [m]. Other grasps
+  are checked only when no object has a feasible well-held one (measured on
+  194 attempts: docs/bin_pick.md)."""
   approach_step: float = 0.03
   """Spacing of the sampled vertical approach points [m]."""
   max_checks_per_object: int = 100
@@ -300,6 +306,15 @@ class GraspReplica:
       return "open_grasp_collision"
     return None
 
+  def well_held(self, candidates: GraspCandidates) -> np.ndarray:
+    """Candidates that hold in most lifts [N] (``ReplicaCfg.min_patch``)."""
+    cfg = self.cfg
+    return (
+      (candidates.patch >= cfg.min_patch)
+      & (candidates.width <= cfg.max_held_width)
+      & (candidates.com_distance <= cfg.max_com_distance)
+    )
+
   def open_width(self, width: float, margin: float | None = None) -> float:
     margin = self.cfg.open_margin if margin is None else margin
     return min(RG2_MAX_OPENING, width + 2 * margin)
@@ -389,10 +404,11 @@ class GraspReplica:
   ) -> PlanResult:
     """The first feasible grasp over ``eligible`` objects (highest top first).
 
-    Two passes: first only grasps with flat pad contact (``min_patch``) over
-    every object, then the others: a well-held grasp of another object comes
-    before a point-contact grasp of this one (measured: point contacts
-    slipped in most lifts). Each candidate is tried with the hand yaw nearer
+    Two passes: first only well-held grasps (``well_held``: flat pad contact,
+    not too wide, near the centre of mass) over every object, then the
+    others: a well-held grasp of another object comes before a poor grasp of
+    this one (measured: point contacts and wide grasps slipped in most
+    lifts). Each candidate is tried with the hand yaw nearer
     the current one first and the half-turned hand second (the D415 side
     differs). ``avoid`` maps an object to the ``GraspPlan.key`` of grasps
     that failed on it (slipped or held nothing): a regrasp changes the
@@ -409,11 +425,11 @@ class GraspReplica:
       candidates[k] = grasp_candidates(
         self.object_triangles(k), self.cfg.search, com_w=com, mass=mass
       )
-    for well_held in (True, False):
+    for first_pass in (True, False):
       for k in objects:
-        result.objects_tried += well_held
+        result.objects_tried += first_pass
         plan = self._plan_object(
-          k, candidates[k], well_held, avoid.get(k, set()), transit_z, q_now,
+          k, candidates[k], first_pass, avoid.get(k, set()), transit_z, q_now,
           tool_yaw_now, arm_q, result,
         )  # fmt: skip
         if plan is not None:
@@ -425,7 +441,7 @@ class GraspReplica:
     self,
     k: int,
     candidates: GraspCandidates,
-    well_held: bool,
+    held_pass: bool,
     failed: set,
     transit_z: float,
     q_now: np.ndarray,
@@ -433,14 +449,15 @@ class GraspReplica:
     arm_q: np.ndarray,
     result: PlanResult,
   ) -> GraspPlan | None:
-    """The first feasible candidate of object k in one pass (counted into
-    ``result``); the budget is per object and pass."""
+    """The first feasible candidate of object k in one pass (the well-held
+    candidates, or the others), counted into ``result``; the budget is per
+    object and pass."""
     bottom = float(self.object_triangles(k)[..., 2].min())
     budget = self.cfg.max_checks_per_object
     # Candidates whose posed hand boxes clear the bin first (by their surface
     # points: cheap, for all candidates at once), so tilted grasps come early
     # for objects by a wall. The replica's collision check decides.
-    keep = (candidates.patch >= self.cfg.min_patch) == well_held
+    keep = self.well_held(candidates) == held_pass
     order = np.lexsort((np.arange(len(candidates)), ~self._hand_clear(candidates)))
     for rank in order[keep[order]]:
       if budget <= 0:
