@@ -192,12 +192,17 @@ def test_stalled_recovery_times_out_into_planning(expert):
   assert not expert.logs[0].failures  # A stalled recovery is not an attempt.
 
 
-@pytest.mark.parametrize("used, gives_up", [(1, False), (2, True)])
-def test_object_given_up_after_three_failed_attempts(expert, used, gives_up):
+@pytest.mark.parametrize(
+  "used, pushed, then", [(1, 0, "move_above"), (2, 0, "push_above"), (2, 2, "done")]
+)
+def test_object_given_up_after_three_failed_attempts(expert, used, pushed, then):
   # The object already failed `used` times; one more empty grasp, then the
-  # recovery arrives (its target is the tool pose) and the expert plans.
-  assert CFG.max_attempts == 3
+  # recovery arrives (its target is the tool pose) and the expert plans. After
+  # 3 failed attempts the object is no longer grasped: it is rearranged (a
+  # push) while its push budget lasts, else the environment is finished.
+  assert CFG.max_attempts == 3 and CFG.max_pushes_per_object == 2
   expert.attempts[0, 0] = used
+  expert.pushes[0, 0] = pushed
   _set(expert, Stage.CLOSE, CFG.close_time)
   expert.act()
   _assert_recovering(expert, "empty_grasp", attempts=used + 1)
@@ -205,10 +210,13 @@ def test_object_given_up_after_three_failed_attempts(expert, used, gives_up):
   expert.act()
   log = expert.logs[0]
   moves = [(t["from"], t["to"]) for t in log.transitions]
-  if gives_up:  # 3 failed attempts: no eligible object is left.
-    assert moves[-2:] == [("recover", "plan"), ("plan", "done")]
+  assert moves[-2:] == [("recover", "plan"), ("plan", then)]
+  note = log.transitions[-1]["note"]
+  if then == "done":
     assert log.outcome == "finished" and bool(expert.done[0])
-    assert log.transitions[-1]["note"] == "no feasible grasp left"
+    assert note == "no feasible grasp or rearrangement left"
+  elif then == "push_above":
+    assert note.startswith("rearrange obj_00 (failed_grasps)")
+    assert int(expert.pushes[0, 0]) == 1 and log.outcome is None
   else:
-    assert moves[-2:] == [("recover", "plan"), ("plan", "move_above")]
     assert log.outcome is None and int(expert.target_obj[0]) == 0
