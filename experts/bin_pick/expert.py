@@ -336,9 +336,14 @@ class BinPickExpert:
     )
 
   def _pushable(self, verdict: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Objects a rearrangement may move: poured, undelivered, in reach,
-    within their push budget (those whose grasps all failed included)."""
+    """Objects a rearrangement may move: poured, undelivered, still inside
+    the bin's walls, within their push budget (those whose grasps all failed
+    included)."""
     pos = self._object_pos()
+    (x0, x1), (y0, y1) = self.geometry.inner_bounds()
+    inside = (
+      (pos[..., 0] > x0) & (pos[..., 0] < x1) & (pos[..., 1] > y0) & (pos[..., 1] < y1)
+    )
     dist = torch.linalg.vector_norm(pos[..., :2] - self._base_xy.unsqueeze(1), dim=-1)
     budget = self.pushes.sum(-1, keepdim=True) < self.cfg.max_pushes
     return (
@@ -346,7 +351,7 @@ class BinPickExpert:
       & ~verdict["delivered"]
       & (self.pushes < self.cfg.max_pushes_per_object)
       & budget
-      & (pos[..., 0] > PARKING_X + 0.3)
+      & inside
       & (dist >= self.cfg.reach[0])
       & (dist <= self.cfg.reach[1])
     )
