@@ -198,8 +198,17 @@ def test_grasp_search_numbers():
     r"(\d+) x \(1 - patch\) and 1 per ([\d.]+) N m of gravity torque"
   )
   assert (area, torque) == (cfg.area_weight, cfg.torque_ref) and cfg.com_weight == 1
-  (patch,) = quoted(r"Grasps with a patch of at least ([\d.]+) are checked before")
-  assert patch == ReplicaCfg().min_patch
+  patch, held, com, widest = quoted(
+    r"Grasps with a patch of at least ([\d.]+), a width of at most (\d+) mm and the "
+    r"centre of mass within (\d+) mm of the closing line \(well held\) are checked "
+    r"before the others for every object \(two passes: a well-held grasp of any "
+    r"object before a poor one\), and no grasp closes on more than (\d+) mm"
+  )
+  replica = ReplicaCfg()
+  assert patch == replica.min_patch
+  assert (held, com, widest) == mm(
+    replica.max_held_width, replica.max_com_distance, replica.max_width
+  )
 
 
 def test_rearrangement_numbers():
