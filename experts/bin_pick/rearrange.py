@@ -10,16 +10,20 @@ line, or diagonally, moves it somewhere graspable. Two kinds:
   tip    pad centre 12 mm below its top, only for objects taller than 40 mm:
          tips a standing object over in the push direction
 
-The hand is untilted (approach straight down), closed, its closing axis
-perpendicular to the push, so the tool y axis (the pads' 12.5 mm half width)
-points along the push. The move: vertical approach from the transit height
-down to the start, behind the object, then the straight push.
+The hand is untilted (approach straight down) and closed, with its closing
+axis across the push (the closed pads' edges push) or along it (the pads'
+faces push; the housing's narrow side is across the push, so it fits nearer
+a wall), each also half turned. The move: vertical approach from the transit
+height down to the start, behind the object, then the straight push; it may
+shove neighbours (only the walls bound its length; more free room in front
+orders the directions).
 
 Feasibility is checked on the ``GraspReplica`` (kinematics and collision
 detection only; the target does not move there), in this order, the first
 failure naming the rejection:
 
-  no_room             free room in front of the object below ``min_distance``
+  no_room             room to the wall in front of the object below
+                      ``min_distance``
   ik                  no converged IK at the transit point, the start or a
                       sampled point of the approach or the push
   wall_clearance      robot geometry closer than ``wall_clearance`` to a bin
