@@ -281,6 +281,8 @@ def test_live_environment_untouched(scene):
       np.testing.assert_array_equal(x, y)
 
 
+@pytest.mark.slow  # About 200 steps; the fast tier checks that a push is planned
+# after the attempts are used (test_bin_pick_expert_states.py).
 def test_the_expert_executes_a_push_and_logs_what_the_object_did():
   """Live: an object whose grasps all failed is pushed (closed gripper, the
   push_* stages in order), then gets one more grasp attempt. The logged

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 
@@ -125,11 +126,18 @@ def test_bad_policies_are_one_line_errors(checkpoint, tmp_path):
     ),
     ("evaluate_cube_tray.py", checkpoint, "not a readable CubeTray-UR5-RG2 policy"),
   ]
-  for script, policy, expected in cases:
+
+  def run(case):
+    script, policy, _ = case
     out_dir = tmp_path / f"eval_{policy.stem}_{script}"
-    result = run_script(
+    return run_script(
       script, "--policy", str(policy), "--num-envs", "1", "--output", str(out_dir)
     )
+
+  # The four processes at once: each is mostly imports (the default tier's time).
+  with ThreadPoolExecutor(max_workers=len(cases)) as pool:
+    results = list(pool.map(run, cases))
+  for (_, _, expected), result in zip(cases, results, strict=True):
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode != 0, result.stdout[-2000:]
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
