@@ -126,24 +126,31 @@ def _live_state(env) -> list[np.ndarray]:
   return [data.qpos.clone().numpy(), data.qvel.clone().numpy(), *worlds]
 
 
-def test_replica_accepts_a_clear_grasp_rejects_a_wall_one_and_leaves_live_state(
-  one_object_env,
-):
+def _posed_replica(env):
+  """The one-object scene's replica posed from environment 0, and its arm."""
   from experts.bin_pick.replica import GraspReplica
-  from mjlab_tasks.bin_pick.env_cfg import BIN_CENTRE, BIN_FLOOR, pourer
 
-  env = one_object_env
-  assert int(pourer(env).poured[0]) == 1
-  before = _live_state(env)
-  geoms = [env.scene["obj_00"].indexing.geom_ids.cpu().tolist()]
-  replica = GraspReplica(env.sim.mj_model, geoms)
+  replica = GraspReplica(
+    env.sim.mj_model, [env.scene["obj_00"].indexing.geom_ids.cpu().tolist()]
+  )
   data = env.sim.data
   replica.pose(
     data.qpos[0].double().numpy(),
     data.mocap_pos[0].double().numpy(),
     data.mocap_quat[0].double().numpy(),
   )
-  arm_q = replica.data.qpos[replica.kin.qpos_adr].copy()
+  return replica, replica.data.qpos[replica.kin.qpos_adr].copy()
+
+
+def test_replica_accepts_a_clear_grasp_rejects_a_wall_one_and_leaves_live_state(
+  one_object_env,
+):
+  from mjlab_tasks.bin_pick.env_cfg import BIN_CENTRE, BIN_FLOOR, pourer
+
+  env = one_object_env
+  assert int(pourer(env).poured[0]) == 1
+  before = _live_state(env)
+  replica, arm_q = _posed_replica(env)
   transit = 0.2
   result = replica.plan([0], transit, arm_q, 0.0)
   assert result.plan is not None, result.rejections
@@ -179,20 +186,10 @@ def test_regrasp_changes_direction_height_or_strip_and_a_tight_opening_fits(
 ):
   """After a failure the replica avoids the failed grasp's key; next to a
   wall the hand may pre-shape with the smaller opening."""
-  from experts.bin_pick.replica import GraspReplica
   from mjlab_tasks.bin_pick.env_cfg import BIN_CENTRE, BIN_FLOOR
 
   env = one_object_env
-  replica = GraspReplica(
-    env.sim.mj_model, [env.scene["obj_00"].indexing.geom_ids.cpu().tolist()]
-  )
-  data = env.sim.data
-  replica.pose(
-    data.qpos[0].double().numpy(),
-    data.mocap_pos[0].double().numpy(),
-    data.mocap_quat[0].double().numpy(),
-  )
-  arm_q = replica.data.qpos[replica.kin.qpos_adr].copy()
+  replica, arm_q = _posed_replica(env)
   first = replica.plan([0], 0.2, arm_q, 0.0).plan
   failed = {first.key}
   second = replica.plan([0], 0.2, arm_q, 0.0, avoid={0: failed}).plan
