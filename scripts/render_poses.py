@@ -64,6 +64,7 @@ def main(args: Args) -> int:
       args.poses, out_dir, envs=args.envs, window=(args.start, args.end)
     )
   except ValueError as e:
+    out_dir.rmdir()  # Nothing was rendered: leave no empty folder behind.
     fail(str(e))
   for path in paths:
     print(f"wrote {path}")

@@ -573,6 +573,14 @@ def test_video_poses_rerender_reproduces_frames_without_physics(
     render_pose_file(out_dir / "video_poses.npz", clip_dir, envs=(1,))
   with pytest.raises(ValueError, match="no recorded frame"):
     render_pose_file(out_dir / "video_poses.npz", clip_dir, window=(99.0, None))
+  # The command line says so in one line and leaves no empty folder behind.
+  refused = tmp_path / "refused"
+  result = run_script(
+    "render_poses.py", "--poses", str(out_dir / "video_poses.npz"),
+    "--output", str(refused), "--envs", "3",
+  )  # fmt: skip
+  assert result.returncode != 0 and not refused.exists()
+  assert result.stderr.strip().splitlines()[-1].startswith("error: environments [3]")
 
 
 def test_delivery_rule_needs_more_than_reaching_the_drop_point():

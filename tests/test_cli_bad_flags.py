@@ -127,6 +127,8 @@ BAD = {
     ["--poses", "{new}.npz"],
     ["--poses", "{dir}"],
     ["--poses", "{file}"],  # No model (.mjb) beside it.
+    ["--start", "-1"],
+    ["--start", "5", "--end", "2"],
     ["--output", "{dir}"],
     ["--output", "{file}/run"],
   ],

@@ -303,8 +303,9 @@ def render_pose_file(
   first = int(round(window[0] * fps))
   last = frames if window[1] is None else min(frames, int(round(window[1] * fps)) + 1)
   if first >= last:
+    end = "the end" if window[1] is None else f"{window[1]} s"
     raise ValueError(
-      f"no recorded frame between {window[0]} s and {window[1]} s "
+      f"no recorded frame between {window[0]} s and {end} "
       f"({frames} frames at {fps} fps)"
     )
   rec["env_ids"] = np.array([recorded[r] for r in rows])
