@@ -98,8 +98,15 @@ class ArmKinematics:
     damping: float = 1e-3,
     pos_tol: float = 1e-5,
     rot_tol: float = 1e-4,
+    max_step: float = 0.5,
   ) -> IkResult:
-    """Damped least-squares IK for the tool pose, started from ``q_init``."""
+    """Damped least-squares IK for the tool pose, started from ``q_init``.
+
+    Each step is scaled so that no joint moves more than ``max_step`` [rad]
+    (direction kept, as the action term's ``max_dq``): near a singularity the
+    lightly damped step can be tens of radians and throw the arm to its
+    joint limits, from which it does not come back.
+    """
     q = np.array(q_init, dtype=float)
     pos_err = rot_err = np.inf
     for _ in range(iterations):
@@ -107,6 +114,9 @@ class ArmKinematics:
       pos_err, rot_err = float(np.linalg.norm(err[:3])), float(np.linalg.norm(err[3:]))
       if pos_err < pos_tol and rot_err < rot_tol:
         break
+      largest = float(np.abs(dq).max())
+      if largest > max_step:
+        dq *= max_step / largest
       q = np.clip(q + dq, self._lo, self._hi)
     return IkResult(
       q, pos_err, rot_err, pos_err < pos_tol * 10 and rot_err < rot_tol * 10
