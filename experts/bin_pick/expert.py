@@ -311,9 +311,8 @@ class BinPickExpert:
       return "timeout"
     if int(self.attempts[i, k]) >= self.cfg.max_attempts:
       return f"attempts_used ({self.last_failure[i].get(k, 'unknown')})"
-    pos = self._object_pos()[i, k]
-    dist = float(torch.linalg.vector_norm(pos[:2] - self._base_xy[i]))
-    if pos[0] <= PARKING_X + 0.3 or not self.cfg.reach[0] <= dist <= self.cfg.reach[1]:
+    pos = self._object_pos()
+    if pos[i, k, 0] <= PARKING_X + 0.3 or not bool(self._in_reach(pos)[i, k]):
       return "out_of_reach"
     return "no_feasible_grasp"
 
@@ -323,16 +322,20 @@ class BinPickExpert:
 
   # Planning (CPU replica, parallel over environments).
 
+  def _in_reach(self, pos: torch.Tensor) -> torch.Tensor:
+    """Object centres [B, K, 3] (env frame) within the planning reach band
+    around each environment's arm base [B, K]."""
+    dist = torch.linalg.vector_norm(pos[..., :2] - self._base_xy.unsqueeze(1), dim=-1)
+    return (dist >= self.cfg.reach[0]) & (dist <= self.cfg.reach[1])
+
   def _eligible(self, verdict: dict[str, torch.Tensor]) -> torch.Tensor:
     pos = self._object_pos()
-    dist = torch.linalg.vector_norm(pos[..., :2] - self._base_xy.unsqueeze(1), dim=-1)
-    reach = (dist >= self.cfg.reach[0]) & (dist <= self.cfg.reach[1])
     return (
       self.pour.in_bin
       & ~verdict["delivered"]
       & (self.attempts < self.cfg.max_attempts)
       & (pos[..., 0] > PARKING_X + 0.3)
-      & reach
+      & self._in_reach(pos)
     )
 
   def _pushable(self, verdict: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -344,7 +347,6 @@ class BinPickExpert:
     inside = (
       (pos[..., 0] > x0) & (pos[..., 0] < x1) & (pos[..., 1] > y0) & (pos[..., 1] < y1)
     )
-    dist = torch.linalg.vector_norm(pos[..., :2] - self._base_xy.unsqueeze(1), dim=-1)
     budget = self.pushes.sum(-1, keepdim=True) < self.cfg.max_pushes
     return (
       self.pour.in_bin
@@ -352,8 +354,7 @@ class BinPickExpert:
       & (self.pushes < self.cfg.max_pushes_per_object)
       & budget
       & inside
-      & (dist >= self.cfg.reach[0])
-      & (dist <= self.cfg.reach[1])
+      & self._in_reach(pos)
     )
 
   def _plan_rearrangement(

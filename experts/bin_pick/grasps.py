@@ -171,14 +171,19 @@ def geom_triangles(model: mujoco.MjModel, gid: int, segments: int = 64) -> np.nd
 
 
 def body_triangles_w(
-  model: mujoco.MjModel, data: mujoco.MjData, geom_ids: list[int]
+  model: mujoco.MjModel,
+  data: mujoco.MjData,
+  geom_ids: list[int],
+  local: list[np.ndarray] | None = None,
 ) -> np.ndarray:
-  """Triangles [T, 3, 3] of the given collision geoms, posed in the world."""
+  """Triangles [T, 3, 3] of the given collision geoms, posed in the world;
+  ``local``: their ``geom_triangles``, when the caller keeps them."""
+  if local is None:
+    local = [geom_triangles(model, gid) for gid in geom_ids]
   out = []
-  for gid in geom_ids:
-    local = geom_triangles(model, gid)
+  for gid, tri in zip(geom_ids, local, strict=True):
     rot = data.geom_xmat[gid].reshape(3, 3)
-    out.append(local @ rot.T + data.geom_xpos[gid])
+    out.append(tri @ rot.T + data.geom_xpos[gid])
   return np.concatenate(out)
 
 

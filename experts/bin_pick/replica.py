@@ -37,6 +37,7 @@ from experts.bin_pick.grasps import (
   GraspCandidates,
   GraspSearchCfg,
   body_triangles_w,
+  geom_triangles,
   grasp_candidates,
 )
 from mjlab_tasks.common.c_engine import copy_model
@@ -179,6 +180,11 @@ class GraspReplica:
     )
     self.pad_geoms = np.array([m.geom(robot_prefix + n).id for n in PAD_GEOM_NAMES])
     self.object_geoms = [np.asarray(g) for g in object_geoms]
+    # The objects' surfaces in their geom frames, built once: a mesh's is a
+    # convex hull, and planning poses every object several times.
+    self._local_triangles = [
+      [geom_triangles(m, int(g)) for g in gids] for gids in self.object_geoms
+    ]
     self._owner = np.full(m.ngeom, -1)
     for k, gids in enumerate(self.object_geoms):
       self._owner[gids] = k
@@ -395,7 +401,10 @@ class GraspReplica:
     return clear
 
   def object_triangles(self, k: int) -> np.ndarray:
-    return body_triangles_w(self.model, self.data, list(self.object_geoms[k]))
+    """Object k's surface triangles [T, 3, 3], posed as the replica is."""
+    return body_triangles_w(
+      self.model, self.data, list(self.object_geoms[k]), self._local_triangles[k]
+    )
 
   def plan(
     self,
