@@ -15,7 +15,6 @@ from experts.bin_pick.expert import (
   BinPickExpert,
   BinPickExpertCfg,
   Stage,
-  segment_entry,
 )
 from mjlab_tasks.bin_pick.env_cfg import bin_pick_env_cfg
 from mjlab_tasks.bin_pick.mdp import CLEARED_TERM
@@ -221,98 +220,3 @@ def test_object_given_up_after_three_failed_attempts(expert, used, pushed, then)
     assert int(expert.pushes[0, 0]) == 1 and log.outcome is None
   else:
     assert log.outcome is None and int(expert.target_obj[0]) == 0
-
-
-def _outer_bounds() -> tuple[np.ndarray, np.ndarray]:
-  """The fixture's bin (140 mm wide inside, centred at (0.5, 0), 400 mm
-  long, 10 mm walls): outer footprint (x, y), computed here."""
-  return np.array([0.5 - 0.08, -0.21]), np.array([0.5 + 0.08, 0.21])
-
-
-def test_segment_entry_against_dense_sampling(rng):
-  """Random boxes and segments: the entry point equals the first of 20,001
-  points sampled along the segment that lies in the box (the start when it
-  starts inside, the end when no point does)."""
-  lo = rng.uniform(-1, 0, (200, 2))
-  hi = lo + rng.uniform(0.05, 1, (200, 2))
-  start, end = rng.uniform(-1.5, 1.5, (2, 200, 2))
-  end[:20, 0] = start[:20, 0]  # Vertical segments (zero x extent).
-  got = segment_entry(*(torch.tensor(a) for a in (start, end)), torch.tensor(lo),
-                      torch.tensor(hi)).numpy()  # fmt: skip
-  t = np.linspace(0, 1, 20001)
-  for i in range(200):
-    points = start[i] + t[:, None] * (end[i] - start[i])
-    inside = np.all((points >= lo[i]) & (points <= hi[i]), axis=-1)
-    want = points[np.argmax(inside)] if inside.any() else end[i]
-    step = np.linalg.norm(end[i] - start[i]) / 20000
-    assert np.linalg.norm(got[i] - want) <= step + 1e-9, i
-
-
-def test_empty_hand_reaches_transit_height_before_the_walls(expert):
-  """MOVE_ABOVE from low beside the drop zone: the aim is the point where
-  the path to the goal meets the bin's outer walls plus hand_clearance, at
-  the goal height (by hand: segment (0.30, 0.40) -> (0.50, 0.00) meets
-  y = 0.21 + 0.08 at t = 0.275, x = 0.355); once at that height, the goal."""
-  lo, hi = _outer_bounds()
-  assert CFG.hand_clearance == 0.08
-  _set(expert, Stage.MOVE_ABOVE)
-  expert.target_pos[0] = torch.tensor([0.50, 0.00, 0.24])
-  low = torch.tensor([[0.30, 0.40, 0.05]])
-  aim = expert._aim(low)[0].numpy()
-  np.testing.assert_allclose(aim, [0.355, 0.29, 0.24], atol=1e-6)
-  assert lo[1] - 0.08 <= aim[1] <= hi[1] + 0.08
-  high = torch.tensor([[0.30, 0.40, 0.24 - CFG.pos_tolerance / 2]])
-  np.testing.assert_allclose(expert._aim(high)[0].numpy(), [0.50, 0.00, 0.24])
-  inside_low = torch.tensor([[0.45, 0.10, 0.05]])  # Rise vertically first.
-  np.testing.assert_allclose(
-    expert._aim(inside_low)[0].numpy(), [0.45, 0.10, 0.24], atol=1e-6
-  )
-
-
-def test_carried_object_stays_high_while_over_the_walls(expert):
-  """CARRY: at the carry height while the tool is within the object's
-  footprint radius plus carry_margin of the bin's outer walls, then straight
-  toward the goal above the release point."""
-  lo, hi = _outer_bounds()
-  _set(expert, Stage.CARRY)
-  expert.carry_z[0] = 0.25
-  expert.hold_radius[0] = 0.05
-  goal = torch.tensor([0.30, 0.40, 0.08])
-  expert.target_pos[0] = goal
-  edge = hi[1] + 0.05 + CFG.carry_margin
-  over = torch.tensor([[0.45, edge - 0.001, 0.25]])
-  np.testing.assert_allclose(expert._aim(over)[0].numpy(), [0.30, 0.40, 0.25])
-  clear = torch.tensor([[0.45, edge + 0.001, 0.25]])
-  np.testing.assert_allclose(expert._aim(clear)[0].numpy(), goal.numpy())
-
-
-@pytest.mark.parametrize(
-  "failing, waited, then",
-  [
-    ("slow", CFG.verify_time + 0.01, "verify"),  # Still rolling: wait on.
-    ("slow", CFG.settle_time + 0.01, "plan"),
-    ("near_drop", CFG.verify_time + 0.01, "plan"),  # Anything else: no wait.
-  ],
-)
-def test_verify_waits_longer_only_for_an_object_still_moving(
-  expert, failing, waited, then
-):
-  """A released object whose only failing condition is its speed gets
-  settle_time, any other failure verify_time (constructed verdicts)."""
-  assert CFG.settle_time > CFG.verify_time + 0.01
-  verdict = _refresh_verdict(expert.env)
-  for condition in (
-    "valid",
-    "outside_bin",
-    "near_drop",
-    "supported",
-    "released",
-    "slow",
-  ):
-    verdict[condition][0, 0] = condition != failing
-  verdict["delivered"][0, 0] = False
-  _set(expert, Stage.VERIFY, waited)
-  expert.act()
-  assert Stage(int(expert.stage[0])).name.lower() == then
-  failures = dict(expert.logs[0].failures)
-  assert failures == ({} if then == "verify" else {f"placement_{failing}": 1})

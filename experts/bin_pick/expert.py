@@ -7,24 +7,18 @@ environments at once (tensor code), issuing the task's own 20 Hz Cartesian
 actions (5 mm / 1 degree per unit) and normalized gripper actions:
 
   plan       replica: the first feasible grasp over eligible objects
-  move_above transit height above the grasp, hand turned to the grasp;
-             from outside the bin the hand rises on the way and reaches the
-             transit height before it comes over the walls
-             (``hand_clearance``)
+  move_above transit height above the grasp, hand turned to the grasp
   descend    vertical approach to the open grasp
   (the gripper is pre-shaped: opened to the grasp width plus a margin)
   close      gripper position target inside the object (planned width minus
              ``grip_squeeze`` per side): the actuator presses within its
              original effort bound [-3, 3]
   lift       vertical, to the carry height (object clear of the rim)
-  carry      toward a free drop slot: at the carry height while the object
-             is over the bin's walls (``carry_margin``), then descending
-             on the way to ``drop_approach`` above the release point
-  lower      vertical, near the table (object just above it)
+  carry      at the carry height to above a free drop slot
+  lower      near the table (object just above it)
   release    gripper open
-  retreat    vertical, until the pads clear the released object's top
+  retreat    vertical, back to the transit height
   verify     wait for the evaluator's delivery verdict for the object
-             (longer while only its speed fails: a capsule still rolling)
   recover    after a slip, an empty grasp or a motion timeout: open and
              rise vertically, then plan again
   done       bin cleared, or no feasible grasp or rearrangement left
@@ -135,18 +129,6 @@ class BinPickExpertCfg:
   """Object's lowest point above the table at release [m]."""
   min_release_tool_z: float = RG2_PAD_HALF[2] + 0.012
   """Lowest tool height at release (pads clear of the table) [m]."""
-  carry_margin: float = 0.02
-  """A carried object stays at the carry height while its footprint comes
-  within this of the bin's outer walls [m]."""
-  drop_approach: float = 0.04
-  """Height above the release point at which the carry's descent ends; the
-  lower stage goes down the rest vertically [m]."""
-  retreat_clearance: float = 0.02
-  """Pad bottoms above the released object's top after the retreat [m]."""
-  hand_clearance: float = 0.08
-  """The empty hand, coming from outside the bin, is at its transit height
-  before it comes within this of the bin's outer walls [m] (the open
-  fingers and the camera reach 65 and 55 mm from the tool axis)."""
   drop_slot_radius: float = 0.08
   """Ring of drop slots around the drop destination [m]."""
   pos_tolerance: float = 0.004
@@ -154,9 +136,7 @@ class BinPickExpertCfg:
   close_time: float = 0.6
   release_time: float = 0.5
   verify_time: float = 3.0
-  """Longest wait for the delivery verdict after the retreat [s]..."""
-  settle_time: float = 8.0
-  """... or for an object whose only failing condition is its speed [s]."""
+  """Longest wait for the delivery verdict after the retreat [s]."""
   grip_squeeze: float = 0.006
   """Closing target: the planned width minus this on each side [m]. The
   position actuator then presses with kp x (target error), within the
@@ -242,8 +222,6 @@ class BinPickExpert:
     self.grasp_pos = torch.zeros(n, 3, device=dev)
     self.grasp_quat = torch.zeros(n, 4, device=dev)
     self.carry_z = torch.zeros(n, device=dev)
-    self.hold_radius = torch.zeros(n, device=dev)
-    self.retreat_z = torch.zeros(n, device=dev)
     self.release_z = torch.zeros(n, device=dev)
     self.hold_offset = torch.zeros(n, 3, device=dev)  # Object in the tool frame.
     self.drop_xy = torch.zeros(n, 2, device=dev)
@@ -266,13 +244,6 @@ class BinPickExpert:
     ]
     self._slots = torch.tensor(
       np.array(slots) + np.array(DROP_DESTINATION), dtype=torch.float32, device=dev
-    )
-    layout = self.geometry.layout()
-    self._bin_lo = torch.tensor(
-      [layout.bin_outer_x[0], layout.bin_outer_y[0]], dtype=torch.float32, device=dev
-    )
-    self._bin_hi = torch.tensor(
-      [layout.bin_outer_x[1], layout.bin_outer_y[1]], dtype=torch.float32, device=dev
     )
 
   # Helpers.
@@ -481,14 +452,6 @@ class BinPickExpert:
       self.release_z[i] = max(
         self.cfg.min_release_tool_z, self.cfg.release_gap + plan.grasp_above_bottom
       )
-      self.retreat_z[i] = min(
-        float(self.carry_z[i]),
-        float(self.release_z[i])
-        + plan.top_above_grasp
-        + RG2_PAD_HALF[2]
-        + self.cfg.retreat_clearance,
-      )
-      self.hold_radius[i] = plan.footprint_radius
       self.target_pos[i] = self.grasp_pos[i]
       self.target_pos[i, 2] = transit_z
       self.target_quat[i] = self.grasp_quat[i]
@@ -660,7 +623,6 @@ class BinPickExpert:
       # Put the object's centre (not the tool) over the slot.
       offset = (obj_pos - tool_pos)[ids, :2]
       self.target_pos[ids, :2] = self.drop_xy[ids] - offset
-      self.target_pos[ids, 2] = self.release_z[ids] + cfg.drop_approach
     self._enter(m, Stage.CARRY)
 
     m = at(Stage.CARRY) & arrived
@@ -672,7 +634,7 @@ class BinPickExpert:
     self._enter(m, Stage.RELEASE)
 
     m = at(Stage.RELEASE) & (self.stage_time >= cfg.release_time)
-    self.target_pos[m, 2] = self.retreat_z[m]
+    self.target_pos[m, 2] = self.carry_z[m]
     self._enter(m, Stage.RETREAT)
 
     m = at(Stage.RETREAT) & arrived
@@ -684,12 +646,9 @@ class BinPickExpert:
     for i in ok.nonzero().flatten().tolist():
       self.logs[i].delivery_times.append(round(float(self.time[i]), 3))
     self._enter(ok, Stage.PLAN, "delivered")
-    first = failed_condition(verdict)[rows, obj]
-    # Only still moving (a lying capsule rolls for seconds): wait longer.
-    rolling = first == CONDITIONS.index("slow")
-    patience = torch.where(rolling, cfg.settle_time, cfg.verify_time)
-    bad = m & ~delivered & (self.stage_time >= patience)
+    bad = m & ~delivered & (self.stage_time >= cfg.verify_time)
     if bool(bad.any()):
+      first = failed_condition(verdict)[rows, obj]
       for i in bad.nonzero().flatten().tolist():
         self.logs[i].failures[f"placement_{CONDITIONS[int(first[i])]}"] += 1
         self.attempts[i, obj[i]] += 1
@@ -727,7 +686,7 @@ class BinPickExpert:
       has, self.arm.desired_pos_w - env.scene.env_origins, tool_pos
     )
     base_quat = torch.where(has, self.arm.desired_quat_w, tool_quat)
-    move = (self._aim(tool_pos) - base_pos) / scale_t
+    move = (self.target_pos - base_pos) / scale_t
     # Slow while a held object leaves the pile: neighbours drag on it.
     careful = at(Stage.LIFT) & (
       tool_pos[:, 2] < self.grasp_pos[:, 2] + cfg.careful_lift
@@ -748,45 +707,5 @@ class BinPickExpert:
     self.time += dt
     return torch.cat([move, turn, self.gripper.unsqueeze(-1)], dim=-1)
 
-  def _aim(self, tool_pos: torch.Tensor) -> torch.Tensor:
-    """This step's motion target [B, 3]: the stage's goal (``target_pos``),
-    except that the empty hand coming from outside the bin rises to its goal
-    height before it comes over the walls, and a carried object stays at the
-    carry height while it is over them. Arrival is judged on the goal."""
-    aim = self.target_pos.clone()
-    stage = self.stage
-    low = tool_pos[:, 2] < self.target_pos[:, 2] - self.cfg.pos_tolerance
-    rising = low & ((stage == int(Stage.MOVE_ABOVE)) | (stage == int(Stage.PUSH_ABOVE)))
-    if bool(rising.any()):
-      margin = self.cfg.hand_clearance
-      entry = segment_entry(
-        tool_pos[:, :2], self.target_pos[:, :2], self._bin_lo - margin,
-        self._bin_hi + margin,
-      )  # fmt: skip
-      aim[rising, :2] = entry[rising]
-    carrying = stage == int(Stage.CARRY)
-    if bool(carrying.any()):
-      # The held object lies within hold_radius of the tool axis.
-      margin = (self.hold_radius + self.cfg.carry_margin).unsqueeze(-1)
-      lo, hi = self._bin_lo - margin, self._bin_hi + margin
-      over = ((tool_pos[:, :2] > lo) & (tool_pos[:, :2] < hi)).all(-1)
-      aim[carrying & over, 2] = self.carry_z[carrying & over]
-    return aim
-
   def close(self) -> None:
     self._pool.shutdown(wait=True)
-
-
-def segment_entry(
-  start: torch.Tensor, end: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor
-) -> torch.Tensor:
-  """Where each segment ``start`` -> ``end`` [B, 2] first enters the box
-  [``lo``, ``hi``]: ``start`` if it starts inside, ``end`` if it never enters."""
-  d = end - start
-  d = torch.where(d.abs() < 1e-9, torch.full_like(d, 1e-9), d)
-  t1, t2 = (lo - start) / d, (hi - start) / d
-  t_in = torch.minimum(t1, t2).amax(-1)
-  t_out = torch.maximum(t1, t2).amin(-1)
-  enters = (t_in <= t_out) & (t_out >= 0.0) & (t_in <= 1.0)
-  point = start + t_in.clamp(0.0, 1.0).unsqueeze(-1) * d
-  return torch.where(enters.unsqueeze(-1), point, end)

@@ -118,10 +118,6 @@ class GraspPlan:
   """Pad contact patch in [0, 1] (``grasps.contact_patch``)."""
   com_distance: float
   """Object's centre of mass from the closing line [m]."""
-  top_above_grasp: float
-  """Object's highest point above the tool site at the grasp [m]."""
-  footprint_radius: float
-  """Object's farthest point from the tool axis, horizontally, at the grasp [m]."""
 
   @property
   def key(self) -> tuple[int, int, int]:
@@ -468,8 +464,7 @@ class GraspReplica:
     """The first feasible candidate of object k in one pass (the well-held
     candidates, or the others), counted into ``result``; the budget is per
     object and pass."""
-    points = self.object_triangles(k).reshape(-1, 3)
-    bottom, top = float(points[:, 2].min()), float(points[:, 2].max())
+    bottom = float(self.object_triangles(k)[..., 2].min())
     budget = self.cfg.max_checks_per_object
     # Candidates whose posed hand boxes clear the bin first (by their surface
     # points: cheap, for all candidates at once), so tilted grasps come early
@@ -515,10 +510,6 @@ class GraspReplica:
             direction=int(candidates.direction[rank]),
             patch=float(candidates.patch[rank]),
             com_distance=float(candidates.com_distance[rank]),
-            top_above_grasp=float(top - pos[2]),
-            footprint_radius=float(
-              np.linalg.norm(points[:, :2] - pos[:2], axis=-1).max()
-            ),
           )
         result.rejections[reason] += 1
         if reason not in _HAND_SIDE_REASONS:
