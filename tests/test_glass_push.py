@@ -425,8 +425,17 @@ def test_top_view_and_film_leave_the_scored_world_unchanged(tmp_path):
 
 
 def test_nothing_hidden_is_reachable_from_the_solution_api():
-  examiner = Examiner(table=10025, pushes=2)
+  # The three examiners start at once (each has its own worker processes).
+  with ThreadPoolExecutor(3) as pool:
+    starting = [
+      pool.submit(Examiner, table=10025, pushes=2),
+      pool.submit(ExaminerBatch, tables=[10025, 10026], pushes=2, workers=2),
+      pool.submit(TrainingExaminer, 5, pushes=1),
+    ]
+  started = [f.result() for f in starting if f.exception() is None]
   try:
+    assert len(started) == 3, [f.exception() for f in starting]
+    examiner, batch, trainer = started
     examiner.look()
     truth = _draw_table(10025)
     secret_floats = {g.mass for g in truth} | {g.x for g in truth}
@@ -445,25 +454,21 @@ def test_nothing_hidden_is_reachable_from_the_solution_api():
       examiner.record  # noqa: B018
     with pytest.raises(ValueError, match="unknown request"):
       examiner._ask("record")
-  finally:
-    examiner.close()
-  batch = ExaminerBatch(tables=[10025, 10026], pushes=2, workers=2)
-  try:
     for name in ("look", "push", "follow", "take", "top_view", "refuse"):
       for obj in _reachable(getattr(batch, name)):
         assert not isinstance(
           obj, (mujoco.MjModel, mujoco.MjData, GlassWorld, GlassTable, Glass)
         )
         assert not isinstance(obj, float) or obj not in secret_floats
-  finally:
-    batch.close()
-  with pytest.raises(PermissionError):
-    TrainingExaminer(10025)
-  # The training interface hands out the truth, for training tables only.
-  with TrainingExaminer(5, pushes=1) as trainer:
+    with pytest.raises(PermissionError):
+      TrainingExaminer(10025)
+    # The training interface hands out the truth, for training tables only.
     truth = trainer.truth()
-  assert [Glass(**g) for g in truth["glasses"]] == training_table(5)
-  assert "friction" not in truth
+    assert [Glass(**g) for g in truth["glasses"]] == training_table(5)
+    assert "friction" not in truth
+  finally:
+    for started_examiner in started:
+      started_examiner.close()
 
 
 def test_layout_imports():
@@ -616,19 +621,30 @@ def test_lockstep_run_gives_each_table_its_own_run():
   from experts.glass_push import SOLUTIONS
 
   tables = [10000, 10003]
-  with Exam(tables, pushes=4, workers=1) as exam:
-    rounds = []
-    errors = exam.run_together(SOLUTIONS["nudge"], on_round=rounds.append)
-    together = exam.records()
+
+  def lockstep() -> tuple[list, list, list]:
+    with Exam(tables, pushes=4, workers=1) as exam:
+      rounds = []
+      errors = exam.run_together(SOLUTIONS["nudge"], on_round=rounds.append)
+      return errors, rounds, exam.records()
+
+  def alone(table: int) -> dict:
+    with Exam([table], pushes=4) as exam:
+      SOLUTIONS["nudge"](exam.examiners[0])
+      (single,) = exam.records()
+    return single
+
+  # The three exams at once, each in its own worker process.
+  with ThreadPoolExecutor(3) as pool:
+    together_run = pool.submit(lockstep)
+    singles = list(pool.map(alone, tables))
+    errors, rounds, together = together_run.result()
   assert errors == [None, None]
   # Both tables' pushes went out together (a request past the budget is
   # answered with BudgetSpent and uses no push).
   assert max(rounds) == 2
   assert sum(rounds) >= sum(r["pushes_used"] for r in together) > 0
-  for table, record in zip(tables, together, strict=True):
-    with Exam([table], pushes=4) as alone:
-      SOLUTIONS["nudge"](alone.examiners[0])
-      (single,) = alone.records()
+  for record, single in zip(together, singles, strict=True):
     assert record["final"] == single["final"]
     assert record["taken"] == single["taken"]
     assert [a["report"] for a in record["actions"]] == [

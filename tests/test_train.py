@@ -4,6 +4,7 @@ checkpoint it writes scored, exported as ONNX (same actions) and played."""
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -139,11 +140,13 @@ def test_play_films_the_checkpoint_on_the_c_engine(cube_tray_run):
 
 
 def test_bad_engine_and_task_are_one_line_errors():
-  for args, expected in (
+  cases = (
     (("CubeTray-UR5-RG2", "--engine", "bullet"), "--engine must be warp or mujoco"),
     (("NoSuchTask",), "unknown task 'NoSuchTask'"),
-  ):
-    result = run_script("train.py", *args)
+  )
+  with ThreadPoolExecutor(len(cases)) as pool:  # The processes at once.
+    results = list(pool.map(lambda case: run_script("train.py", *case[0]), cases))
+  for (_, expected), result in zip(cases, results, strict=True):
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode != 0 and len(lines) == 1, result.stderr
     assert expected in lines[0] and "Traceback" not in result.stderr
