@@ -95,30 +95,51 @@ def _rss_mb() -> float:
   return psutil.Process().memory_info().rss / 2**20
 
 
-def _bare_c_rollout(env, steps: int) -> float:
-  """mujoco.rollout of the env's worlds from their current states, same threads."""
+_C_CONTROL_SPEC = (
+  "mjSTATE_CTRL",
+  "mjSTATE_QFRC_APPLIED",
+  "mjSTATE_MOCAP_POS",
+  "mjSTATE_MOCAP_QUAT",
+)
+
+
+def _c_specs():
+  import mujoco
+
+  control = 0
+  for name in _C_CONTROL_SPEC:
+    control |= getattr(mujoco.mjtState, name)
+  return mujoco.mjtState.mjSTATE_FULLPHYSICS, control
+
+
+def _c_world_states(env):
+  """Each world's full physics state and its inputs (controls, applied
+  forces, mocap poses) now, float64 [num_envs, size] each."""
   import mujoco
   import numpy as np
+
+  model, worlds = env.sim.mj_model, env.sim._worlds
+  specs = _c_specs()
+  out = []
+  for spec in specs:
+    values = np.zeros((len(worlds), mujoco.mj_stateSize(model, spec)))
+    for i, world in enumerate(worlds):
+      mujoco.mj_getState(model, world, values[i], spec)
+    out.append(values)
+  return out
+
+
+def _bare_c_rollout(env, initial, control, nstep: int) -> float:
+  """``mujoco.rollout`` physics steps per second, with the engine's thread
+  count: ``nstep`` steps from each row of ``initial`` holding that row's
+  inputs ``control``."""
+  import mujoco
   from mujoco import rollout
 
   sim = env.sim
   model = sim.mj_model
-  spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
-  nstate = mujoco.mj_stateSize(model, spec)
-  initial = np.zeros((sim.num_envs, nstate))
-  for i, world in enumerate(sim._worlds):
-    mujoco.mj_getState(model, world, initial[i], spec)
-  control_spec = (
-    mujoco.mjtState.mjSTATE_CTRL
-    | mujoco.mjtState.mjSTATE_MOCAP_POS
-    | mujoco.mjtState.mjSTATE_MOCAP_QUAT
-  )
-  ncontrol = mujoco.mj_stateSize(model, control_spec)
-  control = np.zeros((sim.num_envs, 1, ncontrol))
-  for i, world in enumerate(sim._worlds):
-    mujoco.mj_getState(model, world, control[i, 0], control_spec)
-  nstep = steps * env.cfg.decimation
-  control = np.repeat(control, nstep, axis=1)
+  _, control_spec = _c_specs()
+  control = control[:, None].repeat(nstep, axis=1)
   datas = [mujoco.MjData(model) for _ in range(len(sim._chunks))]
   warm = control[:, :2]
   rollout.rollout(model, datas, initial, warm, control_spec=control_spec, nstep=2)
@@ -126,7 +147,7 @@ def _bare_c_rollout(env, steps: int) -> float:
   rollout.rollout(
     model, datas, initial, control, control_spec=control_spec, nstep=nstep
   )
-  return sim.num_envs * nstep / (time.perf_counter() - start)
+  return len(initial) * nstep / (time.perf_counter() - start)
 
 
 def _bare_warp_step(env, steps: int) -> float:
@@ -230,21 +251,26 @@ def measure(
   expert = _actor(task, env)
   expert.reset()
 
-  def run(n: int) -> None:
+  visited: list = []  # C engine: each timed step's starting states and inputs
+
+  def run(n: int, record: bool = False) -> float:
+    """``n`` policy steps; returns the seconds they took (recording excluded)."""
+    elapsed = 0.0
     for _ in range(n):
+      if record:
+        visited.append(_c_world_states(env))
+      start = time.perf_counter()
       _, _, terminated, truncated, _ = env.step(expert.act())
       ended = (terminated | truncated).nonzero().flatten()
       if len(ended):
         expert.reset(ended)
+      if cuda:
+        torch.cuda.synchronize()
+      elapsed += time.perf_counter() - start
+    return elapsed
 
   run(1)  # Warm-up (kernel loading, first allocations).
-  if cuda:
-    torch.cuda.synchronize()
-  start = time.perf_counter()
-  run(steps)
-  if cuda:
-    torch.cuda.synchronize()
-  elapsed = time.perf_counter() - start
+  elapsed = run(steps, record=engine == "mujoco")
   env_rate = num_envs * steps / elapsed
   row = {
     "task": task,
@@ -259,9 +285,22 @@ def measure(
     "sim_s_per_s": round(env_rate * env.step_dt, 2),
   }
   if engine == "mujoco":
+    import numpy as np
+
     row["threads"] = len(env.sim._chunks)
-    bare = _bare_c_rollout(env, steps)
+    decimation = env.cfg.decimation
+    # The reference: bare physics from every state the timed steps started
+    # from, for one policy step each (the same states, contacts and number
+    # of physics steps as the measured run, each holding its step's first
+    # inputs); and, as before, from the last state only, for all the steps.
+    initial = np.concatenate([states for states, _ in visited])
+    control = np.concatenate([inputs for _, inputs in visited])
+    bare = _bare_c_rollout(env, initial, control, decimation)
     row["rollout_physics_steps_per_s"] = round(bare, 1)
+    last, last_inputs = _c_world_states(env)
+    row["rollout_from_last_state_physics_steps_per_s"] = round(
+      _bare_c_rollout(env, last, last_inputs, steps * decimation), 1
+    )
   else:
     bare = _bare_warp_step(env, steps)
     row["bare_physics_steps_per_s"] = round(bare, 1)

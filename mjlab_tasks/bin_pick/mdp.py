@@ -15,6 +15,7 @@ from evaluators.bin_pick import (
   DeliveryThresholds,
   evaluate_deliveries,
 )
+from mjlab_tasks.common.mdp import site_id
 
 if TYPE_CHECKING:
   from mjlab.envs import ManagerBasedRlEnv
@@ -156,9 +157,9 @@ def objects_grasped(env: ManagerBasedRlEnv) -> torch.Tensor:
 
 def _tool_position(env: ManagerBasedRlEnv, tcp_site: str, robot: str) -> torch.Tensor:
   """Tool centre point, env frame [num_envs, 3]."""
-  entity = env.scene[robot]
-  site_id = entity.indexing.site_ids[entity.find_sites(tcp_site)[0][0]]
-  return env.sim.data.site_xpos[:, site_id] - env.scene.env_origins
+  return (
+    env.sim.data.site_xpos[:, site_id(env, tcp_site, robot)] - env.scene.env_origins
+  )
 
 
 # Stage levels of the object being worked on (ManiSkill-style normalized

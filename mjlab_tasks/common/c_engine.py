@@ -143,6 +143,18 @@ for _name in _LAZY_FIELDS:
   setattr(CData, _name, _field)
 
 
+def leave_cores_to_worlds() -> None:
+  """One torch intra-op thread while the engine steps its worlds in several
+  threads, unless ``OMP_NUM_THREADS`` chooses a count: torch's idle pool
+  threads spin on the very cores the worlds step on (measured on 2 cores at
+  32 cube-tray environments: the per-policy-step ``sim.forward`` took 2.0 to
+  2.5 ms with torch's two threads and 0.9 to 1.0 ms with one, and the whole
+  environment ran 15 % faster; docs/benchmarks.md). The setting is
+  process-wide, as torch's is."""
+  if "OMP_NUM_THREADS" not in os.environ and torch.get_num_threads() > 1:
+    torch.set_num_threads(1)
+
+
 class CModel:
   """Model fields as seen by mjlab: float fields batched ``[num_envs, ...]``.
 
@@ -248,6 +260,8 @@ class CMujocoSimulation:
       c.tolist() for c in np.array_split(np.arange(num_envs), threads) if len(c)
     ]
     self._pool = ThreadPoolExecutor(max_workers=max(1, len(self._chunks) - 1))
+    if len(self._chunks) > 1:
+      leave_cores_to_worlds()
     # One model per thread, only needed once fields are expanded per world.
     self._thread_models: list[mujoco.MjModel] | None = None
     self._np = {
@@ -739,6 +753,7 @@ def make_env(
   from mjlab.envs import ManagerBasedRlEnv
 
   from mjlab_tasks.common import compiled_control as compiled
+  from mjlab_tasks.common.shared_observations import share_observation_terms
 
   if resolve_engine(engine, device) == "warp":
     if num_threads is not None:
@@ -749,4 +764,5 @@ def make_env(
     with simulation_class(simulation):
       env = ManagerBasedRlEnv(cfg, device=device, **kwargs)
   compiled.install(env, compiled_control)  # Sets env.compiled_loop.
+  share_observation_terms(env)
   return env

@@ -308,15 +308,19 @@ def install(env: ManagerBasedRlEnv, enable: bool | None = None) -> CompiledLoop 
 @contextlib.contextmanager
 def on_every_env(enable: bool | None = None) -> Iterator[None]:
   """Every mjlab environment built inside this block gets the compiled loop
-  (``install``): for mjlab's own mains (``train``, ``play``), which build
-  their environment themselves."""
+  (``install``), and its groups share their repeated observation terms
+  (``share_observation_terms``): for mjlab's own mains (``train``,
+  ``play``), which build their environment themselves."""
   from mjlab.envs import ManagerBasedRlEnv
+
+  from mjlab_tasks.common.shared_observations import share_observation_terms
 
   original = ManagerBasedRlEnv.__init__
 
   def init(self, *args, **kwargs):
     original(self, *args, **kwargs)
     install(self, enable)
+    share_observation_terms(self)
 
   ManagerBasedRlEnv.__init__ = init
   try:

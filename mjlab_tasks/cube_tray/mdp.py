@@ -16,6 +16,7 @@ from mjlab.utils.lab_api.math import (
 )
 
 from evaluators.cube_tray import CubeTrayEvaluator, CubeTrayState, CubeTrayThresholds
+from mjlab_tasks.common.mdp import root_pos_w, root_quat_w, site_id
 
 if TYPE_CHECKING:
   from mjlab.envs import ManagerBasedRlEnv
@@ -293,11 +294,9 @@ def cube_tray_progress(
   value is the largest of any state.
   """
   verdict = cube_tray_verdict(env)
-  entity = env.scene[robot]
-  site_id = entity.indexing.site_ids[entity.find_sites(tcp_site)[0][0]]
-  tcp = env.sim.data.site_xpos[:, site_id]
-  cube = env.scene[names.cube].data.root_link_pos_w
-  tray = env.scene[names.tray].data.root_link_pos_w
+  tcp = env.sim.data.site_xpos[:, site_id(env, tcp_site, robot)]
+  cube = root_pos_w(env, names.cube)
+  tray = root_pos_w(env, names.tray)
   dist = torch.linalg.vector_norm(cube - tcp, dim=-1)
   reach = 0.5 * (1 - torch.tanh(dist / 0.3)) + 0.5 * (1 - torch.tanh(dist / 0.03))
   over = torch.linalg.vector_norm(cube[:, :2] - tray[:, :2], dim=-1)
@@ -328,35 +327,29 @@ def relative_position_b(
   """Vector from ``source`` (an entity, or a site of the robot) to ``target``
   (an entity, plus an offset in the world frame), in the robot base frame,
   [num_envs, 3]."""
-  base = env.scene[robot].data.root_link_pose_w
   if source_site is not None:
-    entity = env.scene[robot]
-    site_id = entity.indexing.site_ids[entity.find_sites(source_site)[0][0]]
-    start = env.sim.data.site_xpos[:, site_id]
+    start = env.sim.data.site_xpos[:, site_id(env, source_site, robot)]
   else:
-    start = env.scene[source].data.root_link_pos_w
-  end = env.scene[target].data.root_link_pos_w + torch.tensor(
-    target_offset, device=env.device
-  )
-  return quat_apply_inverse(base[:, 3:7], end - start)
+    start = root_pos_w(env, source)
+  end = root_pos_w(env, target)
+  if any(target_offset):
+    end = end + torch.tensor(target_offset, device=env.device)
+  return quat_apply_inverse(root_quat_w(env, robot), end - start)
 
 
 def cube_quat_b(
   env: ManagerBasedRlEnv, cube: str = "cube", robot: str = "robot"
 ) -> torch.Tensor:
   """The cube's orientation in the robot base frame (w, x, y, z), [num_envs, 4]."""
-  base = env.scene[robot].data.root_link_pose_w
-  return quat_mul(quat_inv(base[:, 3:7]), env.scene[cube].data.root_link_quat_w)
+  return quat_mul(quat_inv(root_quat_w(env, robot)), root_quat_w(env, cube))
 
 
 def tool_cube_distance(
   env: ManagerBasedRlEnv, tcp_site: str, cube: str = "cube", robot: str = "robot"
 ) -> torch.Tensor:
   """Metric: distance from the tool centre point to the cube centre [m], [num_envs]."""
-  entity = env.scene[robot]
-  site_id = entity.indexing.site_ids[entity.find_sites(tcp_site)[0][0]]
-  tcp = env.sim.data.site_xpos[:, site_id]
-  return torch.linalg.vector_norm(env.scene[cube].data.root_link_pos_w - tcp, dim=-1)
+  tcp = env.sim.data.site_xpos[:, site_id(env, tcp_site, robot)]
+  return torch.linalg.vector_norm(root_pos_w(env, cube) - tcp, dim=-1)
 
 
 def cube_lifted(
@@ -364,5 +357,5 @@ def cube_lifted(
 ) -> torch.Tensor:
   """Metric: 1 while the cube is held up, its centre ``clearance`` above its
   resting height on the table, [num_envs]."""
-  z = env.scene[cube].data.root_link_pos_w[:, 2] - env.scene.env_origins[:, 2]
+  z = root_pos_w(env, cube)[:, 2] - env.scene.env_origins[:, 2]
   return (z > 0.02 + clearance).float()

@@ -22,6 +22,7 @@ from evaluators.glass_push.hidden import (
   TOPPLED_COS,
 )
 from evaluators.glass_push.tables import TABLE_X, TABLE_Y
+from mjlab_tasks.common.mdp import site_id
 from mjlab_tasks.glass_push.scene import GLASS_ENTITY, SLOTS, table_layout
 
 if TYPE_CHECKING:
@@ -188,9 +189,7 @@ def hand_to_group(
   close to the glasses (a shaping term; the room is what pays)."""
   t = table(env, pool)
   pos, _ = glass_poses(env)
-  entity = env.scene[robot]
-  site = entity.find_sites(tcp_site)[0][0]
-  tcp = entity.data.site_pos_w[:, site] - env.scene.env_origins
+  tcp = env.sim.data.site_xpos[:, site_id(env, tcp_site, robot)] - env.scene.env_origins
   dist = torch.linalg.vector_norm(pos[..., :2] - tcp[:, None, :2], dim=-1)
   dist = torch.where(t.present, dist, torch.full_like(dist, 10.0)).min(1).values
   return 1.0 - torch.tanh(dist / 0.1)
