@@ -6,10 +6,16 @@ auto-resets included) and reports:
 
 - ``env_steps_per_s`` and ``physics_steps_per_s`` (environments x steps / s);
 - the bare-physics reference on the same compiled model: for the C engine
-  ``mujoco.rollout`` with the same thread count and the environments' own
-  states and controls (``rollout_physics_steps_per_s``); for MuJoCo Warp the
-  same model and data stepped with ``mujoco_warp.step`` alone
-  (``bare_physics_steps_per_s``); and the ratio of the two;
+  ``mujoco.rollout`` with the same thread count, one policy step's physics
+  steps from every state a timed step started from, holding that state's
+  inputs (``rollout_physics_steps_per_s``: the same states, contacts and
+  number of steps as the run; the time to record them is not counted), and,
+  as before 2026-12-02, all the steps from the last state only
+  (``rollout_from_last_state_physics_steps_per_s``, which moved with the
+  task's phase at that moment: 38,000 to 88,000 steps/s at one cube-tray
+  environment); for MuJoCo Warp the same model and data stepped with
+  ``mujoco_warp.step`` alone (``bare_physics_steps_per_s``); and the ratio
+  of the environment's physics throughput to the reference;
 - memory per environment (CUDA: peak device memory; CPU: resident-set growth).
 
 ``--task GlassPush-UR5-RG2`` runs the glass task with seeded random actions
