@@ -135,6 +135,28 @@ def _c_world_states(env):
   return out
 
 
+def _c_world_models(env, rows: int):
+  """The compiled model, or, when worlds differ (per-table meshes, domain
+  randomization), each world's own model for each of ``rows`` states taken
+  world after world (row r is world r mod num_envs): a state of one world
+  stepped in another's model would start inside wrong geometry."""
+  import numpy as np
+
+  from mjlab_tasks.common.c_engine import copy_model
+
+  sim = env.sim
+  expanded = sim._model.expanded
+  if not expanded:
+    return sim.mj_model
+  models = []
+  for i in range(sim.num_envs):
+    model = copy_model(sim.mj_model)
+    for name, values in expanded.items():
+      np.copyto(getattr(model, name), values[i].numpy())
+    models.append(model)
+  return [models[r % sim.num_envs] for r in range(rows)]
+
+
 def _bare_c_rollout(env, initial, control, nstep: int) -> float:
   """``mujoco.rollout`` physics steps per second, with the engine's thread
   count: ``nstep`` steps from each row of ``initial`` holding that row's
@@ -143,10 +165,10 @@ def _bare_c_rollout(env, initial, control, nstep: int) -> float:
   from mujoco import rollout
 
   sim = env.sim
-  model = sim.mj_model
+  model = _c_world_models(env, len(initial))
   _, control_spec = _c_specs()
   control = control[:, None].repeat(nstep, axis=1)
-  datas = [mujoco.MjData(model) for _ in range(len(sim._chunks))]
+  datas = [mujoco.MjData(sim.mj_model) for _ in range(len(sim._chunks))]
   warm = control[:, :2]
   rollout.rollout(model, datas, initial, warm, control_spec=control_spec, nstep=2)
   start = time.perf_counter()
