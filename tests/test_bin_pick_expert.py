@@ -24,7 +24,7 @@ from experts.bin_pick.grasps import (
   strip_extent,
   tool_rotation,
 )
-from experts.bin_pick.rearrange import REARRANGE_REASONS
+from experts.bin_pick.rearrange import PUSH_KINDS, REARRANGE_REASONS
 
 
 def _posed(geom_kwargs: dict) -> tuple[mujoco.MjModel, mujoco.MjData]:
@@ -449,7 +449,7 @@ def test_small_run_reports_match_the_simulation(small_run):
     # Every undelivered object has its reason; every rearrangement its own.
     assert list(env_report["undelivered_reasons"]) == env_report["undelivered_objects"]
     for move in env_report["rearrangements"]:
-      assert move["reason"] in REARRANGE_REASONS and move["kind"] in ("push", "tip")
+      assert move["reason"] in REARRANGE_REASONS and move["kind"] in PUSH_KINDS
       assert move["object"] in sim.names and move["moved_mm"] >= 0.0
     # Every object's final row against the simulator state.
     for row, ref, was_poured, name in zip(

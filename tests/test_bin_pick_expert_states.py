@@ -220,3 +220,27 @@ def test_object_given_up_after_three_failed_attempts(expert, used, pushed, then)
     assert int(expert.pushes[0, 0]) == 1 and log.outcome is None
   else:
     assert log.outcome is None and int(expert.target_obj[0]) == 0
+
+
+@pytest.mark.parametrize(
+  "holds, speed, then",
+  [(True, 0.05, "push"), (True, 0.0, "push_up"), (False, 0.05, "push_up")],
+)
+def test_a_roll_pins_its_object_until_it_is_still(expert, holds, speed, then):
+  """At the end of its line a roll stays, pressing, while the rolled object
+  moves faster than the delivery rule's 0.01 m/s (it would roll on: rolling
+  friction is 0.1 mm); a push rises at once."""
+  tool_pos, _ = expert._tool()
+  expert.push_end[:] = tool_pos  # Arrived at the end of the line.
+  expert.target_pos[:] = tool_pos
+  expert.push_holds[:] = holds
+  obj = expert.env.scene["obj_00"]
+  state = torch.cat([obj.data.root_link_pose_w, torch.zeros(1, 6)], dim=-1)
+  state[0, 7] = speed  # Linear velocity along x [m/s].
+  obj.write_root_state_to_sim(state)
+  expert.env.sim.forward()
+  verdict = _refresh_verdict(expert.env)
+  assert bool(verdict["slow"][0, 0]) == (speed == 0.0)
+  _set(expert, Stage.PUSH, 1.0)
+  expert.act()
+  assert Stage(int(expert.stage[0])).name.lower() == then

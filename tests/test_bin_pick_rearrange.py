@@ -12,13 +12,16 @@ import time
 import mujoco
 import numpy as np
 import pytest
+import torch
 
 from assets.ur5_rg2.model import RG2_PAD_HALF
 from experts.bin_pick.rearrange import (
   PUSH_REJECTIONS,
+  ROLL_OFFSETS,
   PushCfg,
   object_situation,
   plan_push,
+  rolls,
 )
 from experts.bin_pick.replica import GraspReplica
 from mjlab_tasks.bin_pick.env_cfg import BIN_CENTRE, BIN_FLOOR, bin_pick_env_cfg, pourer
@@ -328,3 +331,125 @@ def test_the_expert_executes_a_push_and_logs_what_the_object_did():
   cos = moved[:2] @ plan.direction_w[:2] / np.linalg.norm(moved[:2])
   assert cos > 0.8
   assert int(expert.attempts[0, 0]) == expert.cfg.max_attempts - 1
+
+
+def test_capsule_by_a_wall_is_rolled_off_it(scene):
+  """A capsule lying along a long wall, which no hand fits behind, is rolled:
+  the closed pads come down on its top line (pressing ``roll_press`` into
+  it) and move straight away from the wall, twice the wanted shift; checked
+  against the capsule's extent and the bin's nominal walls computed here."""
+  scene.reset()
+  r = scene.replica
+  k = scene.capsule
+  scene.place(k, ALONG_Y, scene.centre, snap=((0, 1),))
+  assert rolls(r, k)
+  plan, rejections = plan_push(r, k, "wall", scene.transit, scene.arm_q)
+  assert plan is not None, rejections
+  assert plan.kind == "roll" and plan.reason == "wall"
+  np.testing.assert_allclose(plan.direction_w, [-1.0, 0.0, 0.0], atol=1e-12)
+  lo, hi = scene.extent(k)
+  top_z = hi[2]
+  # Over the top line (the capsule's middle), or up to 10 mm off it toward
+  # the roll so that the housing clears the wall; the top stays under the
+  # pads' 25 mm wide flat bottom.
+  offset = plan.start_w[:2] - 0.5 * (lo[:2] + hi[:2])
+  along = float(offset @ plan.direction_w[:2])
+  assert min(abs(along - o) for o in ROLL_OFFSETS) < 1e-3
+  assert abs(float(offset[1])) < 1e-3 and along < RG2_PAD_HALF[1]
+  assert plan.start_w[2] == pytest.approx(top_z + RG2_PAD_HALF[2] - CFG.roll_press)
+  room = lo[0] - scene.inner_lo[0]  # Free floor toward the other wall.
+  length = float(np.linalg.norm(plan.end_w - plan.start_w))
+  assert length == pytest.approx(2 * min(CFG.roll_shift, room - 0.005))
+  np.testing.assert_allclose(plan.end_w[1:], plan.start_w[1:], atol=1e-12)
+  # Checked touching the top: there the pads clear the walls and the floor.
+  touch = np.array([0.0, 0.0, CFG.roll_press + 0.001])
+  for point in (plan.start_w + touch, plan.end_w + touch):
+    pads = _pads_at(scene, plan, point)
+    assert np.all(pads[:, :2] >= scene.inner_lo + CFG.wall_clearance - 1e-4)
+    assert np.all(pads[:, :2] <= scene.inner_hi - CFG.wall_clearance + 1e-4)
+    assert pads[:, 2].min() >= top_z - 1e-4
+
+
+def test_a_capsule_rolls_across_its_axis(scene):
+  """A capsule lying diagonally by a long wall rolls across its own axis
+  (it cannot roll along it), on the side away from the wall; one whose axis
+  points at the wall is not rolled."""
+  scene.reset()
+  r = scene.replica
+  k = scene.capsule
+  yaw = math.radians(60.0)  # Axis at 60 degrees from world x.
+  tilt = np.array([math.cos(math.pi / 4), 0.0, math.sin(math.pi / 4), 0.0])
+  turn = np.array([math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)])
+  quat = np.zeros(4)
+  mujoco.mju_mulQuat(quat, turn, tilt)  # Lying along x, then turned.
+  scene.place(k, quat, scene.centre, snap=((0, 1),))
+  plan, rejections = plan_push(r, k, "wall", scene.transit, scene.arm_q)
+  assert plan is not None and plan.kind == "roll", rejections
+  axis = np.array([math.cos(yaw), math.sin(yaw), 0.0])
+  assert abs(float(plan.direction_w @ axis)) < 1e-9
+  assert plan.direction_w[0] < -0.5  # Away from the +x wall.
+  # Axis along x, an end against the +x wall: no roll.
+  scene.reset()
+  scene.place(k, ALONG_X, scene.centre + [0.0, 0.0], snap=((0, 1),))
+  plan, _ = plan_push(r, k, "wall", scene.transit, scene.arm_q)
+  assert plan is None or plan.kind != "roll"
+
+
+def test_only_round_lying_objects_roll(scene):
+  """A box by a wall gets no roll (it would be dragged, and pad and floor
+  friction are equal); nor does a capsule standing on end."""
+  scene.reset()
+  r = scene.replica
+  scene.place(scene.box, UPRIGHT, scene.centre, snap=((0, 1),))
+  assert not rolls(r, scene.box)
+  plan, _ = plan_push(r, scene.box, "wall", scene.transit, scene.arm_q)
+  assert plan is None or plan.kind != "roll"
+  scene.reset()
+  scene.place(scene.capsule, UPRIGHT, scene.centre, snap=((0, 1),))
+  assert not rolls(r, scene.capsule)
+
+
+@pytest.mark.slow  # About 500 steps with a grasp and a delivery.
+def test_the_expert_rolls_a_capsule_off_the_wall_then_delivers_it():
+  """Live: a capsule lying along a long wall (1 mm from it), alone in the
+  default bin, has no grasp; the expert rolls it (closed pads on its top,
+  away from the wall), the simulator moves it off the wall by more than the
+  minimum shift, and then it is grasped and delivered."""
+  from experts.bin_pick.expert import BinPickExpert
+
+  env = make_env(bin_pick_env_cfg(num_envs=1, objects=2), device="cpu", engine="mujoco")
+  try:
+    env.reset()
+    pour = pourer(env)
+    radius = pour.cfg.objects[1].params["radius"]
+    inner_hi_x = BIN_CENTRE[0] + pour.cfg.geometry.width / 2
+    origin = env.scene.env_origins[0]
+    state = torch.zeros(1, 13)
+    state[0, :3] = torch.tensor([inner_hi_x - radius - 0.001, 0.05, 0.012 + radius])
+    state[0, :3] += origin
+    state[0, 3:7] = torch.tensor(ALONG_Y)
+    env.scene["obj_01"].write_root_state_to_sim(state)
+    park = torch.zeros(1, 13)
+    park[0, :3] = torch.tensor([-1.2, 0.5, 0.05]) + origin
+    park[0, 3] = 1.0
+    env.scene["obj_00"].write_root_state_to_sim(park)
+    pour.in_bin[0, 0] = False  # Only the capsule counts.
+    for _ in range(20):  # Let it settle against the wall.
+      env.step(torch.zeros(1, 7))
+    capsule = env.scene["obj_01"].data
+    x0 = float(capsule.root_link_pos_w[0, 0] - origin[0])
+    assert inner_hi_x - (x0 + radius) < 0.003
+    expert = BinPickExpert(env)
+    for _ in range(600):
+      env.step(expert.act())
+      if expert.logs[0].delivery_times:
+        break
+    log = expert.logs[0]
+  finally:
+    expert.close()
+    env.close()
+  (move,) = log.rearrangements
+  assert move["kind"] == "roll" and move["reason"] == "wall"
+  assert move["direction"] == pytest.approx([-1.0, 0.0], abs=1e-3)
+  assert move["moved_mm"] > 1000 * 0.01  # ROLL_MIN_SHIFT
+  assert log.delivery_times, log.transitions[-3:]

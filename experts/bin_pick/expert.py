@@ -26,12 +26,14 @@ actions (5 mm / 1 degree per unit) and normalized gripper actions:
 
 When no eligible object has a feasible grasp, the expert rearranges the
 pile (``rearrange.py``, checked on the replica like a grasp): with the
-gripper closed it pushes an object low toward free floor, or high to tip a
-standing one over, then plans again:
+gripper closed it pushes an object low toward free floor, high to tip a
+standing one over, or rolls a round one off its wall by pressing on its
+top, then plans again:
 
   push_above  transit height above the push start, gripper closed
   push_down   vertical, to the push start beside the object
-  push        a straight line along the push direction
+  push        a straight line along the push direction (a roll then holds
+              the object pinned until it is still)
   push_up     vertical, back to the transit height (the move's outcome,
               the object's displacement and turn, is logged)
 
@@ -232,6 +234,8 @@ class BinPickExpert:
     self.last_failure: list[dict[int, str]] = [{} for _ in range(n)]
     self.pushes = torch.zeros(n, k, dtype=torch.long, device=dev)
     self.push_end = torch.zeros(n, 3, device=dev)
+    # A roll ends pinning its object until it is still (else it rolls on).
+    self.push_holds = torch.zeros(n, dtype=torch.bool, device=dev)
     self._push: list[PushPlan | None] = [None] * n
     self._push_from: list[tuple[np.ndarray, np.ndarray] | None] = [None] * n
     self._grasp_key: list[tuple | None] = [None] * n
@@ -493,6 +497,7 @@ class BinPickExpert:
     )[0]
     self.carry_z[i] = plan.transit_z - float(origin[2])
     self.gripper[i] = GRIPPER_CLOSED
+    self.push_holds[i] = plan.kind == "roll"
     d = plan.direction_w
     self._enter(
       torch.arange(self.env.num_envs, device=dev) == i,
@@ -665,7 +670,10 @@ class BinPickExpert:
     self.target_pos[m] = self.push_end[m]
     self._enter(m, Stage.PUSH)
 
-    m = at(Stage.PUSH) & arrived
+    # A rolled object barely slows by itself (rolling friction 0.1 mm): the
+    # pads stay on it, pressing, until it is still, then rise.
+    rolling = self.push_holds & ~verdict["slow"][rows, obj]
+    m = at(Stage.PUSH) & arrived & ~rolling
     self.target_pos[m, 2] = self.carry_z[m]
     self._enter(m, Stage.PUSH_UP)
 

@@ -9,6 +9,12 @@ line, or diagonally, moves it somewhere graspable. Two kinds:
          least ``floor_clearance`` above the bin floor): slides it
   tip    pad centre 12 mm below its top, only for objects taller than 40 mm:
          tips a standing object over in the push direction
+  roll   for a round object lying by a wall (a capsule or cylinder on its
+         side, a sphere), which no hand fits behind: the closed pads come
+         down on its top, press ``roll_press`` into it and move away from
+         the wall; the object rolls under them, its centre moving about
+         half as far as the hand (pad and floor friction are equal, 1.0, so
+         a flat object cannot be dragged this way: only rolling moves it)
 
 The hand is untilted (approach straight down) and closed, with its closing
 axis across the push (the closed pads' edges push) or along it (the pads'
@@ -61,7 +67,15 @@ PUSH_REJECTIONS = (
   "approach_collision",
   "path_collision",
 )
-PUSH_KINDS = ("push", "tip")
+PUSH_KINDS = ("push", "tip", "roll")
+_ROUND_GEOMS = (
+  mujoco.mjtGeom.mjGEOM_CAPSULE,
+  mujoco.mjtGeom.mjGEOM_CYLINDER,
+  mujoco.mjtGeom.mjGEOM_SPHERE,
+  mujoco.mjtGeom.mjGEOM_ELLIPSOID,
+)
+ROLL_MAX_AXIS_TILT = math.radians(30.0)
+"""A capsule or cylinder rolls when its axis is within this of horizontal."""
 
 # object_situation thresholds.
 STANDING_RATIO = 1.3
@@ -78,6 +92,17 @@ CLOSED_FINGER_HALF = 0.016
 link 10 mm (the link above the pad) [m]."""
 # Free room kept in front of the pushed object [m].
 ROOM_MARGIN = 0.005
+# Rolls: checked this far above the object's top; the top is the mean of the
+# surface points within the band below it; shorter rolls are not worth one.
+ROLL_TOUCH_GAP = 0.001
+ROLL_TOP_BAND = 0.002
+ROLL_MIN_SHIFT = 0.01
+ROLL_MIN_AWAY = 0.5
+"""A roll leaves the wall only when its direction points this much away
+(cosine with the wall's inward normal)."""
+ROLL_OFFSETS = (0.0, 0.005, 0.01)
+"""Hand starts off the object's top toward the roll [m]; the pads' 25 mm
+width keeps the top under their flat bottom up to 12.5 mm."""
 
 
 @dataclass(frozen=True)
@@ -96,6 +121,13 @@ class PushCfg:
   """Spacing of sampled points on the vertical approach and the push line [m]."""
   max_checks: int = 80
   """Replica checks (each hand yaw counts) before giving the object up."""
+  roll_shift: float = 0.025
+  """How far a roll should move a round object off its wall [m]: the hand
+  travels twice that (measured on the replica: 10 to 20 mm off a long wall
+  made every undelivered object of a development run graspable)."""
+  roll_press: float = 0.003
+  """How far below the object's top the closed pads aim while rolling it
+  (the arm's position servo then presses) [m]."""
 
 
 @dataclass
@@ -106,7 +138,8 @@ class PushPlan:
   reason: str
   """One of ``REARRANGE_REASONS``: why the object is moved."""
   kind: str
-  """``"push"`` (low, at the object's middle height) or ``"tip"`` (near its top)."""
+  """``"push"`` (low, at the object's middle height), ``"tip"`` (near its top)
+  or ``"roll"`` (pressing on its top)."""
   direction_w: np.ndarray
   """Unit horizontal push direction [3]."""
   start_w: np.ndarray
@@ -194,6 +227,60 @@ def object_situation(replica, k: int) -> str:
   if gap < WALL_GAP:
     return "wall"
   return "blocked"
+
+
+def roll_axis(replica, k: int) -> np.ndarray | None:
+  """Object ``k`` rolls across the floor when every geom is a sphere or
+  ellipsoid (any direction: returns a zero axis), or a capsule or cylinder
+  whose axis is within ``ROLL_MAX_AXIS_TILT`` of horizontal (returns that
+  axis's horizontal unit direction [3]: it rolls across it); else None."""
+  m, d = replica.model, replica.data
+  axis = np.zeros(3)
+  for g in replica.object_geoms[k]:
+    kind = m.geom_type[g]
+    if kind not in _ROUND_GEOMS:
+      return None
+    if kind in (mujoco.mjtGeom.mjGEOM_CAPSULE, mujoco.mjtGeom.mjGEOM_CYLINDER):
+      a = d.geom_xmat[g].reshape(3, 3)[:, 2]
+      if abs(float(a[2])) > math.sin(ROLL_MAX_AXIS_TILT):
+        return None
+      axis = np.array([a[0], a[1], 0.0]) / float(np.linalg.norm(a[:2]))
+  return axis
+
+
+def rolls(replica, k: int) -> bool:
+  """Object ``k`` is round and lies so that it rolls (``roll_axis``)."""
+  return roll_axis(replica, k) is not None
+
+
+def _roll_directions(replica, k: int, points: np.ndarray, interior) -> list:
+  """Where a roll may take object ``k`` off its nearest wall: across its
+  axis (a capsule rolls only that way), the side away from the wall; none
+  when its axis points at the wall (it touches with an end: rolling keeps
+  the gap). Each with the room to the walls that way."""
+  axis = roll_axis(replica, k)
+  if axis is None:
+    return []
+  gaps = np.array(
+    [
+      points[:, 0].min() - interior.lo[0],
+      interior.hi[0] - points[:, 0].max(),
+      points[:, 1].min() - interior.lo[1],
+      interior.hi[1] - points[:, 1].max(),
+    ]
+  )
+  inward = np.array([[1.0, 0, 0], [-1.0, 0, 0], [0, 1.0, 0], [0, -1.0, 0]])[
+    int(np.argmin(gaps))
+  ]
+  if not axis.any():  # A sphere: straight off the wall.
+    direction = inward
+  else:
+    direction = np.array([-axis[1], axis[0], 0.0])
+    if float(direction @ inward) < 0.0:
+      direction = -direction
+    if float(direction @ inward) < ROLL_MIN_AWAY:
+      return []
+  return [(direction, _room_to_walls(points, direction, interior))]
 
 
 def _room_to_walls(points: np.ndarray, direction: np.ndarray, interior) -> float:
@@ -323,20 +410,41 @@ def plan_push(
   heights = {
     "push": max(0.5 * (z_lo + z_hi), lowest),
     "tip": max(z_hi - TIP_BELOW_TOP, lowest),
+    "roll": z_hi + ph + ROLL_TOUCH_GAP,  # Checked 1 mm above the top.
   }
   centre = 0.5 * (points.min(0) + points.max(0))
+  top = points[points[:, 2] >= z_hi - ROLL_TOP_BAND, :2].mean(0)
   saved = replica.data.qpos.copy()
   budget = cfg.max_checks
+  # Nothing fits behind a round object by a wall: roll it first.
+  rolls_first = []
+  if reason == "wall":
+    rolls_first = [
+      _Move((), direction, "roll", room)
+      for direction, room in _roll_directions(replica, k, points, interior)
+    ]
   try:
+    for move in rolls_first:
+      shift = min(cfg.roll_shift, move.room - ROOM_MARGIN)
+      variants = _roll_variants(top, heights["roll"], move.direction, shift)
+      if not variants:
+        rejections["no_room"] += 1
+        continue
+      budget, plan = _first_feasible(
+        replica, k, move, reason, variants, transit_z, q_now, cfg, saved, budget,
+        rejections, press=ROLL_TOUCH_GAP + cfg.roll_press,
+      )  # fmt: skip
+      if plan is not None:
+        return plan, rejections
     for move in _candidate_moves(replica, k, reason, interior, points):
       if budget <= 0:
         break
+      direction = move.direction
+      z = heights[move.kind]
       d = min(cfg.distance, move.room - ROOM_MARGIN) + cfg.approach_gap
       if d < cfg.min_distance + cfg.approach_gap:
         rejections["no_room"] += 1
         continue
-      direction = move.direction
-      z = heights[move.kind]
       # The object's rear extent within the pads' height band.
       band = points[np.abs(points[:, 2] - z) <= ph]
       rear = float(((band if len(band) else points) @ direction).min())
@@ -354,28 +462,68 @@ def plan_push(
         start[2] = z
         for r in (rot, rot @ np.diag([-1.0, -1.0, 1.0])):
           variants.append((r, start, start + d * direction))
-      for variant, start, end in variants:
-        budget -= 1
-        why = _check(replica, k, start, end, variant, transit_z, q_now, cfg)
-        replica.data.qpos[:] = saved
-        if why is None:
-          return PushPlan(
-            object_index=k,
-            reason=reason,
-            kind=move.kind,
-            direction_w=direction.copy(),
-            start_w=start,
-            end_w=end,
-            rotation_w=variant.copy(),
-            transit_z=float(max(transit_z, start[2])),
-          ), rejections
-        rejections[why] += 1
-        if budget <= 0:
-          break
+      budget, plan = _first_feasible(
+        replica, k, move, reason, variants, transit_z, q_now, cfg, saved, budget,
+        rejections,
+      )  # fmt: skip
+      if plan is not None:
+        return plan, rejections
     return None, rejections
   finally:
     replica.data.qpos[:] = saved
     mujoco.mj_kinematics(replica.model, replica.data)
+
+
+def _roll_variants(top: np.ndarray, z: float, direction: np.ndarray, shift: float):
+  """A roll's hand poses from the object's top toward ``direction``, the
+  hand travelling twice the object's ``shift`` (it rolls under the pads:
+  measured 27.6 mm for 50 mm); none when the room ahead is under
+  ``ROLL_MIN_SHIFT``. First the closing axis across the roll (the pads' 25
+  mm width along it, the housing's narrow side toward the wall), then along
+  it; each also half turned, and started up to ``ROLL_OFFSETS`` off the top
+  toward the roll (the top stays under the pads' flat bottom, and the
+  housing clears a wall that the top lies too near)."""
+  if shift < ROLL_MIN_SHIFT:
+    return []
+  heading = math.atan2(direction[1], direction[0])
+  variants = []
+  for turn, offsets in ((math.pi / 2, ROLL_OFFSETS), (0.0, ROLL_OFFSETS[:1])):
+    rot = tool_rotation(heading + turn, 0.0)
+    for offset in offsets:
+      start = np.array([top[0], top[1], z]) + offset * direction
+      end = start + 2.0 * shift * direction
+      for r in (rot, rot @ np.diag([-1.0, -1.0, 1.0])):
+        variants.append((r, start, end))
+  return variants
+
+
+def _first_feasible(
+  replica, k, move, reason, variants, transit_z, q_now, cfg, saved, budget,
+  rejections, press: float = 0.0,
+) -> tuple[int, PushPlan | None]:  # fmt: skip
+  """The first of ``variants`` (rotation, start, end) that passes ``_check``;
+  the plan's start and end are lowered by ``press`` (a roll is checked
+  touching the object's top, and executed pressing into it)."""
+  down = np.array([0.0, 0.0, press])
+  for variant, start, end in variants:
+    if budget <= 0:
+      break
+    budget -= 1
+    why = _check(replica, k, start, end, variant, transit_z, q_now, cfg)
+    replica.data.qpos[:] = saved
+    if why is None:
+      return budget, PushPlan(
+        object_index=k,
+        reason=reason,
+        kind=move.kind,
+        direction_w=move.direction.copy(),
+        start_w=start - down,
+        end_w=end - down,
+        rotation_w=variant.copy(),
+        transit_z=float(max(transit_z, start[2])),
+      )
+    rejections[why] += 1
+  return budget, None
 
 
 def _check(
