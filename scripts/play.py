@@ -161,6 +161,10 @@ def paced_viewer(steps: int | None) -> Iterator[None]:
   pace = Pace()
 
   def timed_step(self) -> bool:
+    # mjlab's viewer checks its step count once per frame, and a frame can
+    # run several steps (the sim-time budget of a slow frame): stop at N.
+    if steps is not None and self._step_count >= steps:
+      return False
     start = time.perf_counter()
     ok = execute(self)
     pace.add(start, time.perf_counter())
