@@ -261,17 +261,7 @@ def _roll_directions(replica, k: int, points: np.ndarray, interior) -> list:
   axis = roll_axis(replica, k)
   if axis is None:
     return []
-  gaps = np.array(
-    [
-      points[:, 0].min() - interior.lo[0],
-      interior.hi[0] - points[:, 0].max(),
-      points[:, 1].min() - interior.lo[1],
-      interior.hi[1] - points[:, 1].max(),
-    ]
-  )
-  inward = np.array([[1.0, 0, 0], [-1.0, 0, 0], [0, 1.0, 0], [0, -1.0, 0]])[
-    int(np.argmin(gaps))
-  ]
+  inward = _nearest_wall_inward(points, interior)
   if not axis.any():  # A sphere: straight off the wall.
     direction = inward
   else:
@@ -281,6 +271,20 @@ def _roll_directions(replica, k: int, points: np.ndarray, interior) -> list:
     if float(direction @ inward) < ROLL_MIN_AWAY:
       return []
   return [(direction, _room_to_walls(points, direction, interior))]
+
+
+def _nearest_wall_inward(points: np.ndarray, interior) -> np.ndarray:
+  """The inward unit normal [3] of the bin wall nearest to the points."""
+  gaps = np.array(
+    [
+      points[:, 0].min() - interior.lo[0],
+      interior.hi[0] - points[:, 0].max(),
+      points[:, 1].min() - interior.lo[1],
+      interior.hi[1] - points[:, 1].max(),
+    ]
+  )
+  normals = np.array([[1.0, 0, 0], [-1.0, 0, 0], [0, 1.0, 0], [0, -1.0, 0]])
+  return normals[int(np.argmin(gaps))]
 
 
 def _room_to_walls(points: np.ndarray, direction: np.ndarray, interior) -> float:
@@ -346,17 +350,7 @@ def _candidate_moves(replica, k: int, reason: str, interior, points) -> list[_Mo
   height = float(points[:, 2].max() - points[:, 2].min())
   kinds = ["push"] + (["tip"] if height > TIP_MIN_HEIGHT else [])
   # The nearest wall's inward normal, for "wall" objects.
-  gaps = np.array(
-    [
-      points[:, 0].min() - interior.lo[0],
-      interior.hi[0] - points[:, 0].max(),
-      points[:, 1].min() - interior.lo[1],
-      interior.hi[1] - points[:, 1].max(),
-    ]
-  )
-  inward = np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0], [0.0, -1.0]])[
-    int(np.argmin(gaps))
-  ]
+  inward = _nearest_wall_inward(points, interior)[:2]
   moves = []
   for d2 in dirs:
     direction = np.array([d2[0], d2[1], 0.0])
