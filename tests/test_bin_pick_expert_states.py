@@ -16,6 +16,7 @@ from experts.bin_pick.expert import (
   BinPickExpertCfg,
   Stage,
 )
+from experts.bin_pick.replica import ReplicaCfg
 from mjlab_tasks.bin_pick.env_cfg import bin_pick_env_cfg
 from mjlab_tasks.bin_pick.mdp import CLEARED_TERM
 from mjlab_tasks.common.c_engine import make_env
@@ -193,16 +194,26 @@ def test_stalled_recovery_times_out_into_planning(expert):
 
 
 @pytest.mark.parametrize(
-  "used, pushed, then", [(1, 0, "move_above"), (2, 0, "push_above"), (2, 2, "done")]
+  "used, pushed, renewed, then",
+  [
+    (1, 0, False, "move_above"),
+    (2, 0, False, "push_above"),
+    (2, 2, False, "move_above"),
+    (2, 2, True, "done"),
+  ],
 )
-def test_object_given_up_after_three_failed_attempts(expert, used, pushed, then):
+def test_object_given_up_after_three_failed_attempts(
+  expert, used, pushed, renewed, then
+):
   # The object already failed `used` times; one more empty grasp, then the
   # recovery arrives (its target is the tool pose) and the expert plans. After
   # 3 failed attempts the object is no longer grasped: it is rearranged (a
-  # push) while its push budget lasts, else the environment is finished.
+  # push) while its push budget lasts; then the last-resort search renews its
+  # attempts once (one more grasp) before the environment is finished.
   assert CFG.max_attempts == 3 and CFG.max_pushes_per_object == 2
   expert.attempts[0, 0] = used
   expert.pushes[0, 0] = pushed
+  expert.renewed[0, 0] = renewed
   _set(expert, Stage.CLOSE, CFG.close_time)
   expert.act()
   _assert_recovering(expert, "empty_grasp", attempts=used + 1)
@@ -215,11 +226,44 @@ def test_object_given_up_after_three_failed_attempts(expert, used, pushed, then)
   if then == "done":
     assert log.outcome == "finished" and bool(expert.done[0])
     assert note == "no feasible grasp or rearrangement left"
+    assert expert.why_undelivered(0, 0) == "attempts_used (empty_grasp)"
   elif then == "push_above":
     assert note.startswith("rearrange obj_00 (failed_grasps)")
     assert int(expert.pushes[0, 0]) == 1 and log.outcome is None
   else:
     assert log.outcome is None and int(expert.target_obj[0]) == 0
+    # A renewed object has one attempt left, once.
+    assert int(expert.attempts[0, 0]) == min(used + 1, CFG.max_attempts - 1)
+    assert bool(expert.renewed[0, 0]) == (used + 1 >= CFG.max_attempts)
+    # Its failed grasp is not planned again.
+    assert expert._grasp_key[0] not in expert.failed_grasps[0].get(0, set())
+
+
+@pytest.mark.parametrize("last_resort, then", [(1000, "move_above"), (0, "done")])
+def test_last_resort_search_before_giving_up(env, last_resort, then):
+  # No grasp within the normal budget (none here: 0 checks) and no push left:
+  # before finishing, the search runs once more with the last-resort budget.
+  env.reset()
+  env.sim.forward()
+  _refresh_verdict(env)
+  replica = ReplicaCfg(
+    max_checks_per_object=0, last_resort_checks_per_object=last_resort
+  )
+  expert = BinPickExpert(env, BinPickExpertCfg(replica=replica))
+  try:
+    expert.pushes[0, 0] = CFG.max_pushes_per_object
+    expert.act()
+    first = expert.logs[0].transitions[0]
+    assert (first["from"], first["to"]) == ("plan", then)
+    if then == "move_above":
+      assert int(expert.target_obj[0]) == 0 and not bool(expert.renewed[0, 0])
+      checked = int(first["note"].split(", ")[-1].split()[0])
+      assert 1 <= checked <= 2 * (last_resort + 1)
+    else:
+      assert expert.logs[0].outcome == "finished"
+      assert expert.logs[0].planned_candidates == 0
+  finally:
+    expert.close()
 
 
 @pytest.mark.parametrize(

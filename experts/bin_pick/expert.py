@@ -233,6 +233,8 @@ class BinPickExpert:
     self.failed_grasps: list[dict[int, set]] = [{} for _ in range(n)]
     self.last_failure: list[dict[int, str]] = [{} for _ in range(n)]
     self.pushes = torch.zeros(n, k, dtype=torch.long, device=dev)
+    # Objects whose used attempts were renewed once by the last-resort search.
+    self.renewed = torch.zeros(n, k, dtype=torch.bool, device=dev)
     self.push_end = torch.zeros(n, 3, device=dev)
     # A roll ends pinning its object until it is still (else it rolls on).
     self.push_holds = torch.zeros(n, dtype=torch.bool, device=dev)
@@ -342,6 +344,42 @@ class BinPickExpert:
       & self._in_reach(pos)
     )
 
+  def _renewable(self, verdict: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Objects whose attempts are used, which the last-resort search may try
+    once more (``_last_resort``)."""
+    pos = self._object_pos()
+    return (
+      self.pour.in_bin
+      & ~verdict["delivered"]
+      & (self.attempts >= self.cfg.max_attempts)
+      & ~self.renewed
+      & (pos[..., 0] > PARKING_X + 0.3)
+      & self._in_reach(pos)
+    )
+
+  def _last_resort(
+    self,
+    replica: GraspReplica,
+    objects: list[int],
+    transit_z,
+    arm_q,
+    yaw,
+    i: int,
+    first: PlanResult,
+  ) -> PlanResult:
+    """Before an environment gives up: the grasp search with the larger
+    budget (``ReplicaCfg.last_resort_checks_per_object``) over the eligible
+    objects and those whose attempts were used (not yet renewed); the time
+    left would otherwise go unused. Its counts include the first search's."""
+    result = replica.plan(
+      objects, transit_z, arm_q, yaw, avoid=self.failed_grasps[i],
+      max_checks=replica.cfg.last_resort_checks_per_object,
+    )  # fmt: skip
+    result.rejections.update(first.rejections)
+    result.checked += first.checked
+    result.objects_tried += first.objects_tried
+    return result
+
   def _pushable(self, verdict: dict[str, torch.Tensor]) -> torch.Tensor:
     """Objects a rearrangement may move: poured, undelivered, still inside
     the bin's walls, within their push budget (those whose grasps all failed
@@ -383,6 +421,7 @@ class BinPickExpert:
     verdict = bin_pick_verdict(self.env)
     eligible = self._eligible(verdict).cpu().numpy()
     pushable = self._pushable(verdict).cpu().numpy()
+    renewable = self._renewable(verdict).cpu().numpy()
     cleared = verdict["bin_cleared"].cpu().numpy()
     data = self.env.sim.data
     qpos = data.qpos.detach().cpu().double().numpy()
@@ -414,6 +453,12 @@ class BinPickExpert:
         push = self._plan_rearrangement(
           replica, i, pushable[i], transit_z + origins[i, 2], arm_q
         )
+      if result.plan is None and push[0] is None:
+        replica.pose(qpos[i], mocap_pos[i], mocap_quat[i])
+        objects = np.nonzero(eligible[i] | renewable[i])[0].tolist()
+        result = self._last_resort(
+          replica, objects, transit_z + origins[i, 2], arm_q, yaw, i, result
+        )
       return result, push, time.perf_counter() - start
 
     results = list(self._pool.map(plan_one, ids))
@@ -441,6 +486,9 @@ class BinPickExpert:
         self._enter(mask, Stage.DONE, "no feasible grasp or rearrangement left")
         continue
       plan = result.plan
+      if int(self.attempts[i, plan.object_index]) >= self.cfg.max_attempts:
+        self.attempts[i, plan.object_index] = self.cfg.max_attempts - 1
+        self.renewed[i, plan.object_index] = True
       self._grasp_key[i] = plan.key
       origin = torch.tensor(origins[i], dtype=torch.float32, device=dev)
       self.target_obj[i] = plan.object_index

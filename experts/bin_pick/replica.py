@@ -85,6 +85,11 @@ class ReplicaCfg:
   """Spacing of the sampled vertical approach points [m]."""
   max_checks_per_object: int = 100
   """Candidates checked per object before trying the next object."""
+  last_resort_checks_per_object: int = 1000
+  """The budget of the last search, made only when neither a grasp within
+  ``max_checks_per_object`` nor a rearrangement was found, before an
+  environment would give up (measured: a feasible grasp 163 checks deep was
+  missed and the environment stopped with 120 s left: docs/bin_pick.md)."""
   search: GraspSearchCfg = field(default_factory=GraspSearchCfg)
 
 
@@ -413,6 +418,7 @@ class GraspReplica:
     q_now: np.ndarray,
     tool_yaw_now: float,
     avoid: dict[int, set] | None = None,
+    max_checks: int | None = None,
   ) -> PlanResult:
     """The first feasible grasp over ``eligible`` objects (highest top first).
 
@@ -424,10 +430,12 @@ class GraspReplica:
     the current one first and the half-turned hand second (the D415 side
     differs). ``avoid`` maps an object to the ``GraspPlan.key`` of grasps
     that failed on it (slipped or held nothing): a regrasp changes the
-    direction, the height or the strip.
+    direction, the height or the strip. ``max_checks`` replaces the budget
+    per object and pass (``ReplicaCfg.max_checks_per_object``).
     """
     avoid = avoid or {}
     result = PlanResult(None, Counter(), 0, 0)
+    budget = self.cfg.max_checks_per_object if max_checks is None else max_checks
     arm_q = self.data.qpos[self.kin.qpos_adr].copy()
     tops = {k: float(self.object_triangles(k)[..., 2].max()) for k in eligible}
     objects = sorted(eligible, key=lambda k: -tops[k])
@@ -442,7 +450,7 @@ class GraspReplica:
         result.objects_tried += first_pass
         plan = self._plan_object(
           k, candidates[k], first_pass, avoid.get(k, set()), transit_z, q_now,
-          tool_yaw_now, arm_q, result,
+          tool_yaw_now, arm_q, result, budget,
         )  # fmt: skip
         if plan is not None:
           result.plan = plan
@@ -460,12 +468,12 @@ class GraspReplica:
     tool_yaw_now: float,
     arm_q: np.ndarray,
     result: PlanResult,
+    budget: int,
   ) -> GraspPlan | None:
     """The first feasible candidate of object k in one pass (the well-held
     candidates, or the others), counted into ``result``; the budget is per
     object and pass."""
     bottom = float(self.object_triangles(k)[..., 2].min())
-    budget = self.cfg.max_checks_per_object
     # Candidates whose posed hand boxes clear the bin first (by their surface
     # points: cheap, for all candidates at once), so tilted grasps come early
     # for objects by a wall. The replica's collision check decides.
