@@ -334,28 +334,24 @@ class BinPickExpert:
     dist = torch.linalg.vector_norm(pos[..., :2] - self._base_xy.unsqueeze(1), dim=-1)
     return (dist >= self.cfg.reach[0]) & (dist <= self.cfg.reach[1])
 
-  def _eligible(self, verdict: dict[str, torch.Tensor]) -> torch.Tensor:
+  def _undelivered_in_reach(self, verdict: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Poured, undelivered objects on the table in the arm's reach [B, K]."""
     pos = self._object_pos()
     return (
       self.pour.in_bin
       & ~verdict["delivered"]
-      & (self.attempts < self.cfg.max_attempts)
       & (pos[..., 0] > PARKING_X + 0.3)
       & self._in_reach(pos)
     )
 
+  def _eligible(self, verdict: dict[str, torch.Tensor]) -> torch.Tensor:
+    return self._undelivered_in_reach(verdict) & (self.attempts < self.cfg.max_attempts)
+
   def _renewable(self, verdict: dict[str, torch.Tensor]) -> torch.Tensor:
     """Objects whose attempts are used, which the last-resort search may try
     once more (``_last_resort``)."""
-    pos = self._object_pos()
-    return (
-      self.pour.in_bin
-      & ~verdict["delivered"]
-      & (self.attempts >= self.cfg.max_attempts)
-      & ~self.renewed
-      & (pos[..., 0] > PARKING_X + 0.3)
-      & self._in_reach(pos)
-    )
+    used = (self.attempts >= self.cfg.max_attempts) & ~self.renewed
+    return self._undelivered_in_reach(verdict) & used
 
   def _last_resort(
     self,
