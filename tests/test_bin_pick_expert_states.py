@@ -288,3 +288,50 @@ def test_a_roll_pins_its_object_until_it_is_still(expert, holds, speed, then):
   _set(expert, Stage.PUSH, 1.0)
   expert.act()
   assert Stage(int(expert.stage[0])).name.lower() == then
+
+
+@pytest.mark.parametrize(
+  "stage, stage_time, follows, planned_tighter",
+  [
+    (Stage.CLOSE, 0.1, False, False),
+    (Stage.CLOSE, 0.35, True, False),
+    (Stage.LIFT, 0.0, True, False),
+    (Stage.LIFT, 0.0, True, True),
+  ],
+)
+def test_the_grip_presses_with_a_multiple_of_the_weight(
+  expert, stage, stage_time, follows, planned_tighter
+):
+  # Fingers at a random opening; the pads are on the object from grip_after
+  # into the close: the target is then the opening less the effort that
+  # presses each pad with grip_ratio x the weight (one effort unit: 2 / 0.110
+  # N per finger through the tendon), never looser than the planned target.
+  env = expert.env
+  rng = np.random.default_rng()
+  fingers = [
+    env.sim.mj_model.joint(f"robot/{side}_finger_joint").qposadr[0]
+    for side in ("left", "right")
+  ]
+  qpos = env.sim.data.qpos.clone()
+  qpos[0, fingers] = float(rng.uniform(-0.01, 0.02))
+  env.sim.data.qpos[:] = qpos
+  env.sim.forward()
+  opening = float(env.sim.data.ten_length[0, expert._tendon])
+  mass = env.sim.mj_model.body("obj_00/obj").mass[0]
+  effort = min(CFG.grip_ratio * mass * 9.81 * 0.110 / 2, 2.7)
+  follow = opening - effort / 12.0
+  # The planned target: looser than the grip's (between it and the opening)
+  # or tighter.
+  planned = follow + (-1 if planned_tighter else 1) * rng.uniform(0.01, 0.9) * (
+    opening - follow
+  )
+  expert.close_command[0] = planned
+  expert.gripper[0] = planned
+  expert.target_pos[0, 2] += 0.1  # Not arrived: the stage goes on.
+  expert.hold_offset[0] = torch.tensor(_object_in_tool_frame(expert))
+  _refresh_verdict(env)["released"][0, 0] = False
+  _set(expert, stage, stage_time)
+  expert.act()
+  assert Stage(int(expert.stage[0])) == stage
+  expected = max(-1.0, min(planned, follow)) if follows else planned
+  assert float(expert.gripper[0]) == pytest.approx(expected, abs=1e-6)
