@@ -80,7 +80,7 @@ from experts.bin_pick.rearrange import (
   object_situation,
   plan_push,
 )
-from experts.bin_pick.replica import GraspReplica, PlanResult, ReplicaCfg
+from experts.bin_pick.replica import GraspReplica, PlanResult, ReplicaCfg, object_mass
 from mjlab_tasks.bin_pick.env_cfg import DROP_DESTINATION, PARKING_X, pourer
 from mjlab_tasks.bin_pick.mdp import bin_pick_verdict
 from mjlab_tasks.common.scene import ROBOT
@@ -229,8 +229,7 @@ class BinPickExpert:
       env.scene[name].indexing.geom_ids.cpu().tolist() for name in self.names
     ]
     self._tendon = env.sim.mj_model.tendon(f"{ROBOT}/{GRIPPER_ACTUATOR_NAME}").id
-    model = env.sim.mj_model
-    masses = [model.body_mass[model.geom_bodyid[g[0]]] for g in self._object_geoms]
+    masses = [object_mass(env.sim.mj_model, g) for g in self._object_geoms]
     # Gripper effort that presses each pad with grip_ratio x the weight (the
     # tendon turns one effort unit into RG2_OPENING_TENDON_COEF N per finger).
     weight = torch.tensor(masses, dtype=torch.float32, device=dev) * 9.81

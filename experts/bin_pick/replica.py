@@ -336,7 +336,7 @@ class GraspReplica:
   def object_mass(self, k: int) -> tuple[np.ndarray, float]:
     """Object k's centre of mass (world) and mass [kg]."""
     body = self.model.geom_bodyid[self.object_geoms[k][0]]
-    return self.data.xipos[body].copy(), float(self.model.body_mass[body])
+    return self.data.xipos[body].copy(), object_mass(self.model, self.object_geoms[k])
 
   def _hand_corners(self, robot_prefix: str) -> tuple[np.ndarray, np.ndarray]:
     """Surface points of the hand's collision boxes (housing, coupling,
@@ -523,6 +523,11 @@ class GraspReplica:
         if reason not in _HAND_SIDE_REASONS:
           break  # The pads are symmetric: the half-turned hand fails alike.
     return None
+
+
+def object_mass(model: mujoco.MjModel, geom_ids) -> float:
+  """Mass [kg] of the body an object's collision geoms belong to."""
+  return float(model.body_mass[model.geom_bodyid[geom_ids[0]]])
 
 
 # Rejections of the open hand that a smaller pre-shaped opening may avoid.
