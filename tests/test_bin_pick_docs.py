@@ -16,6 +16,7 @@ import pytest
 from assets.objects import describe_objects, object_spec
 from assets.ur5_rg2.model import RG2_MAX_OPENING, RG2_PAD_HALF
 from evaluators.bin_pick import DeliveryThresholds
+from experts.bin_pick import expert as expert_module
 from experts.bin_pick.expert import BinPickExpertCfg
 from experts.bin_pick.grasps import GraspSearchCfg
 from experts.bin_pick.replica import ReplicaCfg
@@ -294,8 +295,26 @@ def test_expert_numbers():
   assert carry == mm(cfg.carry_clearance)[0]
   (ring,) = quoted(r"a ring of six at (\d+) mm around the drop destination")
   assert ring == mm(cfg.drop_slot_radius)[0]
-  (gap,) = quoted(r"`lower` \(object (\d+) mm above the table\)")
-  assert gap == mm(cfg.release_gap)[0]
+  (gap, settle) = quoted(
+    r"`lower` \(vertical, object (\d+) mm above the table, then until\s+the "
+    r"object is still by the evaluator's speed limits, at most (\d+) s"
+  )
+  assert (gap, settle) == (mm(cfg.release_gap)[0], cfg.release_settle)
+  route, zone, zone_radius = quoted(
+    r"about its centre and (\d+) mm, is over the bin's outer walls, then "
+    r"straight\s+down and across until the object's lowest point is (\d+) mm "
+    r"above the top of\s+the tallest other object within ([\d.]+) m"
+  )
+  assert route == mm(cfg.route_margin)[0] and zone == mm(cfg.zone_clearance)[0]
+  assert zone_radius == expert_module._ZONE_RADIUS
+  hand, reach_mm, margin = quoted(
+    r"height from (\d+) mm outside the walls on: the open fingers reach "
+    r"(\d+) mm from\s+the tool axis, plus a (\d+) mm margin"
+  )
+  assert reach_mm == round(expert_module._HAND_REACH * 1000)
+  assert (hand, margin) == (reach_mm + margin, mm(cfg.route_margin)[0])
+  (pads,) = quoted(r"until the pads' lowest point is (\d+) mm above the released")
+  assert pads == mm(cfg.zone_clearance)[0]
   (release,) = quoted(r"`release` \(pre-shaped opening, ([\d.]+) s\)")
   assert release == cfg.release_time
   (verify,) = quoted(r"`verify` \(up to (\d+) s for the evaluator's verdict")

@@ -8,13 +8,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from mjlab.utils.lab_api.math import matrix_from_quat
+from mjlab.utils.lab_api.math import matrix_from_quat, quat_from_angle_axis, quat_mul
 
 from experts.bin_pick.expert import (
   GRIPPER_OPEN,
   BinPickExpert,
   BinPickExpertCfg,
   Stage,
+  segment_box_span,
 )
 from experts.bin_pick.replica import ReplicaCfg
 from mjlab_tasks.bin_pick.env_cfg import bin_pick_env_cfg
@@ -335,3 +336,122 @@ def test_the_grip_presses_with_a_multiple_of_the_weight(
   assert Stage(int(expert.stage[0])) == stage
   expected = max(-1.0, min(planned, follow)) if follows else planned
   assert float(expert.gripper[0]) == pytest.approx(expected, abs=1e-6)
+
+
+def test_segment_box_span_matches_a_sampled_segment():
+  # Random segments (some parallel to an axis, some a point) and boxes; the
+  # reference: the first and last of 20,001 points along each one that lie
+  # in its box.
+  rng = np.random.default_rng()
+  n = 300
+  a = rng.uniform(-1, 1, (n, 2))
+  b = rng.uniform(-1, 1, (n, 2))
+  b[:40, 0] = a[:40, 0]
+  b[40:60] = a[40:60]
+  lo = rng.uniform(-0.8, 0.2, (n, 2))
+  hi = lo + rng.uniform(0.05, 0.8, (n, 2))
+  s_in, s_out = segment_box_span(*(torch.tensor(x) for x in (a, b, lo, hi)))
+  s = np.linspace(0, 1, 20001)
+  points = a[:, None] + s[None, :, None] * (b - a)[:, None]
+  inside = ((points >= lo[:, None]) & (points <= hi[:, None])).all(-1)
+  for i in range(n):
+    if not inside[i].any():
+      assert s_in[i] > s_out[i]
+      continue
+    idx = np.nonzero(inside[i])[0]
+    assert float(s_in[i]) == pytest.approx(s[idx[0]], abs=1e-4)
+    assert float(s_out[i]) == pytest.approx(s[idx[-1]], abs=1e-4)
+
+
+@pytest.mark.parametrize(
+  "leaving, offset, tool_z, via",
+  [
+    # 140 mm bin: outer walls x 0.42..0.58, y -0.21..0.21; 30 mm margin.
+    # Out of the bin from its centre to (0.3, 0.4): x reaches 0.39 at 0.55
+    # of the way, before y reaches 0.24 (0.6).
+    (True, (0.0, 0.0), 0.2, (0.39, 0.22)),
+    # The held object 20 mm to the tool's +x: it reaches x = 0.39 later
+    # (0.65), so y = 0.24 comes first (0.6): tool at (0.38, 0.24).
+    (True, (0.02, 0.0), 0.2, (0.38, 0.24)),
+    # Into the bin from (0.3, 0.4), low: at the transit height from x = 0.39.
+    (False, (0.0, 0.0), 0.05, (0.39, 0.22)),
+    # Already at the transit height: straight in.
+    (False, (0.0, 0.0), 0.25, None),
+  ],
+)
+def test_moves_out_of_and_into_the_bin_stay_level_over_its_walls(
+  expert, leaving, offset, tool_z, via
+):
+  start, end = ((0.5, 0.0), (0.3, 0.4)) if leaving else ((0.3, 0.4), (0.5, 0.0))
+  tool = torch.tensor([[*start, tool_z]])
+  expert.target_pos[0] = torch.tensor([*end, 0.05 if leaving else 0.24])
+  level = torch.tensor([0.2 if leaving else 0.24])
+  mask = torch.tensor([True])
+  expert._route(
+    mask, tool, torch.tensor([offset]), torch.tensor([0.03]), level, leaving
+  )
+  assert bool(expert.via_on[0]) == (via is not None)
+  if via is None:
+    return
+  expected = torch.tensor([*via, float(level[0])])
+  assert torch.allclose(expert.via[0], expected, atol=1e-5)
+
+
+def test_a_routed_move_aims_at_its_via_point_then_at_its_target(expert):
+  # The tool at home; a via point 10 cm away along a random direction: the
+  # action points at it (and the stage does not arrive) until the commanded
+  # pose passes it.
+  rng = np.random.default_rng()
+  tool_pos, _ = expert._tool()
+  direction = torch.tensor(rng.normal(size=3), dtype=torch.float32)
+  direction /= torch.linalg.vector_norm(direction)
+  expert.via[0] = tool_pos[0] + 0.1 * direction
+  expert.via_on[0] = True
+  _set(expert, Stage.MOVE_ABOVE)
+  action = expert.act()[0, :3]
+  assert torch.allclose(action / torch.linalg.vector_norm(action), direction, atol=1e-4)
+  assert Stage(int(expert.stage[0])) == Stage.MOVE_ABOVE
+  # Passed (the commanded pose, here the tool's: no action was applied).
+  expert.via[0] = tool_pos[0]
+  expert.act()
+  assert not bool(expert.via_on[0])
+  expert.act()
+  assert Stage(int(expert.stage[0])) == Stage.DESCEND
+
+
+@pytest.mark.parametrize(
+  "spin, stage_time, then",
+  [(0.0, 0.0, Stage.RELEASE), (0.3, 0.0, Stage.LOWER), (0.3, 2.0, Stage.RELEASE)],
+)
+def test_the_object_is_released_still(expert, spin, stage_time, then):
+  # Lowered (tool at its target); the object turning at `spin` rad/s about a
+  # random axis: above the evaluator's 0.1 rad/s it is held until it is
+  # still, or until release_settle into the lowering.
+  env = expert.env
+  axis = np.random.default_rng().normal(size=3)
+  obj = env.scene["obj_00"]
+  state = torch.cat([obj.data.root_link_pose_w, torch.zeros(1, 6)], dim=-1)
+  state[0, 10:13] = torch.tensor(spin * axis / np.linalg.norm(axis))
+  obj.write_root_state_to_sim(state)
+  env.sim.forward()
+  expert.hold_offset[0] = torch.tensor(_object_in_tool_frame(expert))
+  _refresh_verdict(env)
+  _set(expert, Stage.LOWER, stage_time)
+  expert.act()
+  assert Stage(int(expert.stage[0])) == then
+
+
+@pytest.mark.parametrize("turn_deg, times_out", [(0.5, True), (40.0, False)])
+def test_a_motion_still_turning_does_not_time_out(expert, turn_deg, times_out):
+  # Past the stage timeout, descending; the target orientation turned about a
+  # random axis from the commanded one (here the tool's): while more than one
+  # step's turn (1 degree) is left, the motion goes on.
+  axis = np.random.default_rng().normal(size=3)
+  axis = torch.tensor(axis / np.linalg.norm(axis), dtype=torch.float32)
+  turn = quat_from_angle_axis(torch.tensor([np.radians(turn_deg)]), axis[None])
+  expert.target_quat[:] = quat_mul(turn, expert.target_quat)
+  _set(expert, Stage.DESCEND, CFG.stage_timeout + 0.01)
+  expert.target_pos[0, 2] -= 0.05
+  expert.act()
+  stage = Stage(int(expert.stage[0]))
+  assert stage == (Stage.RECOVER if times_out else Stage.DESCEND)

@@ -16,10 +16,12 @@ actions (5 mm / 1 degree per unit) and normalized gripper actions:
              the target follows the opening so that each pad presses
              ``grip_ratio`` times the object's weight (also while held)
   lift       vertical, to the carry height (object clear of the rim)
-  carry      at the carry height to above a free drop slot
+  carry      at the carry height until the object is clear of the bin's
+             walls, then straight down and across to just above the drop
+             zone's tallest object, over a free drop slot
   lower      near the table (object just above it)
   release    gripper open
-  retreat    vertical, back to the transit height
+  retreat    vertical, until the pads clear the drop zone's objects
   verify     wait for the evaluator's delivery verdict for the object
   recover    after a slip, an empty grasp or a motion timeout: open and
              rise vertically, then plan again
@@ -38,6 +40,11 @@ top, then plans again:
               the object pinned until it is still)
   push_up     vertical, back to the transit height (the move's outcome,
               the object's displacement and turn, is logged)
+
+Every move out of the bin and back in is routed (``segment_box_span``):
+level while the hand or the held object is above the bin's walls, diagonal
+outside them; translation actions are bounded per axis, so descending or
+rising beside a horizontal move costs no time.
 
 Slips are seen as object-relative motion: the object's position in the tool
 frame moving more than ``slip_tolerance`` from where the close left it.
@@ -127,6 +134,28 @@ _PUSHING = (Stage.PUSH_ABOVE, Stage.PUSH_DOWN, Stage.PUSH)
 # block the others; then objects whose grasps failed, then those by a wall.
 _SITUATION_ORDER = ("across", "standing", "failed_grasps", "wall", "blocked")
 GRIPPER_OPEN, GRIPPER_CLOSED = 1.0, -1.0
+# Objects whose centre lies this near the drop destination count as the drop
+# zone's (delivered ones lie within the evaluator's 0.15 m) [m].
+_ZONE_RADIUS = 0.2
+# The open hand's reach about the tool point across its closing axis [m].
+_HAND_REACH = 0.5 * RG2_MAX_OPENING + 2 * RG2_PAD_HALF[0]
+
+
+def segment_box_span(
+  a: torch.Tensor, b: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+  """Fractions ``(s_in, s_out)`` of the segments ``a + s (b - a)``, s in
+  [0, 1], that lie inside the boxes ``lo`` .. ``hi`` (all [..., 2]);
+  ``s_in > s_out`` where a segment misses its box."""
+  d = b - a
+  flat = d.abs() < 1e-9
+  step = torch.where(flat, torch.ones_like(d), d)
+  t1, t2 = (lo - a) / step, (hi - a) / step
+  inside = (a >= lo) & (a <= hi)
+  inf = torch.full_like(d, torch.inf)
+  t_in = torch.where(flat, torch.where(inside, -inf, inf), torch.minimum(t1, t2))
+  t_out = torch.where(flat, torch.where(inside, inf, -inf), torch.maximum(t1, t2))
+  return t_in.amax(-1).clamp_min(0.0), t_out.amin(-1).clamp_max(1.0)
 
 
 @dataclass(frozen=True)
@@ -141,10 +170,19 @@ class BinPickExpertCfg:
   """Lowest tool height at release (pads clear of the table) [m]."""
   drop_slot_radius: float = 0.08
   """Ring of drop slots around the drop destination [m]."""
+  zone_clearance: float = 0.02
+  """Held object's lowest point (where the carry ends) and the pads'
+  (where the retreat ends) above the drop zone's tallest object [m]."""
+  route_margin: float = 0.03
+  """Horizontal margin around the bin's walls within which the hand and the
+  held object stay at the carry or transit height [m]."""
   pos_tolerance: float = 0.004
   rot_tolerance: float = np.radians(3.0)
   close_time: float = 0.6
   release_time: float = 0.5
+  release_settle: float = 2.0
+  """Longest wait in ``lower`` for the held object to be still (the
+  evaluator's speed limits) before it is released [s]."""
   verify_time: float = 3.0
   """Longest wait for the delivery verdict after the retreat [s]."""
   grip_squeeze: float = 0.006
@@ -175,7 +213,7 @@ class BinPickExpertCfg:
   careful_lift: float = 0.03
   """Lift height over which the object leaves the pile slowly [m]."""
   stage_timeout: float = 8.0
-  """Longest time of one motion stage [s]."""
+  """Longest time of one motion stage once its commanded turn is done [s]."""
   max_attempts: int = 3
   """Failed attempts after which an object is no longer tried."""
   reach: tuple[float, float] = (0.25, 0.8)
@@ -255,6 +293,21 @@ class BinPickExpert:
     self.release_z = torch.zeros(n, device=dev)
     self.hold_offset = torch.zeros(n, 3, device=dev)  # Object in the tool frame.
     self.drop_xy = torch.zeros(n, 2, device=dev)
+    # Where the carry ends and the retreat stops (tool heights), and the held
+    # object's horizontal reach about its centre (planned).
+    self.approach_z = torch.zeros(n, device=dev)
+    self.retreat_z = torch.zeros(n, device=dev)
+    self.hold_radius = torch.zeros(n, device=dev)
+    # A point the tool passes through on the way to target_pos (routing).
+    self.via = torch.zeros(n, 3, device=dev)
+    self.via_on = torch.zeros(n, dtype=torch.bool, device=dev)
+    layout = self.geometry.layout()
+    self._bin_lo = torch.tensor(
+      [layout.bin_outer_x[0], layout.bin_outer_y[0]], dtype=torch.float32, device=dev
+    )
+    self._bin_hi = torch.tensor(
+      [layout.bin_outer_x[1], layout.bin_outer_y[1]], dtype=torch.float32, device=dev
+    )
     self.attempts = torch.zeros(n, k, dtype=torch.long, device=dev)
     # Per environment: object -> keys of grasps that failed on it (regrasp
     # changes direction, height or strip), and the current grasp's key.
@@ -318,6 +371,7 @@ class BinPickExpert:
     """Enter a stage whose transitions were logged already."""
     self.stage[mask] = int(new)
     self.stage_time[mask] = 0.0
+    self.via_on[mask] = False
 
   def _fail(self, mask: torch.Tensor, reason: str) -> None:
     """A failed attempt: count it and recover (open, rise vertically)."""
@@ -457,9 +511,9 @@ class BinPickExpert:
     rim = self.geometry.rim_z
     transit_z = rim + self.cfg.transit_clearance + RG2_PAD_HALF[2]
 
-    def plan_one(i: int) -> tuple[PlanResult | None, tuple, float]:
+    def plan_one(i: int) -> tuple[PlanResult | None, tuple, float, tuple]:
       if cleared[i]:
-        return None, (None, Counter()), 0.0
+        return None, (None, Counter()), 0.0, ()
       start = time.perf_counter()
       replica = self._replica()
       replica.pose(qpos[i], mocap_pos[i], mocap_quat[i])
@@ -483,11 +537,17 @@ class BinPickExpert:
         result = self._last_resort(
           replica, objects, transit_z + origins[i, 2], arm_q, yaw, i, result
         )
-      return result, push, time.perf_counter() - start
+      facts = ()
+      if result.plan is not None:
+        replica.pose(qpos[i], mocap_pos[i], mocap_quat[i])
+        facts = self._drop_zone_facts(replica, result.plan.object_index, origins[i])
+      return result, push, time.perf_counter() - start, facts
 
     results = list(self._pool.map(plan_one, ids))
     dev = self.device
-    for i, (result, (push, push_rejections), wall) in zip(ids, results, strict=True):
+    for i, (result, (push, push_rejections), wall, facts) in zip(
+      ids, results, strict=True
+    ):
       log = self.logs[i]
       log.planning_wall_s += wall
       log.push_rejections.update(push_rejections)
@@ -528,6 +588,15 @@ class BinPickExpert:
       self.release_z[i] = max(
         self.cfg.min_release_tool_z, self.cfg.release_gap + plan.grasp_above_bottom
       )
+      zone_top, height, radius = facts
+      low, high = float(self.release_z[i]), float(self.carry_z[i])
+      clear = zone_top + self.cfg.zone_clearance
+      above = float(plan.grasp_above_bottom)
+      self.approach_z[i] = min(high, max(low, clear + above))
+      released_top = self.cfg.release_gap + height
+      pads_clear = max(clear, released_top + self.cfg.zone_clearance)
+      self.retreat_z[i] = min(high, max(low, pads_clear + RG2_PAD_HALF[2]))
+      self.hold_radius[i] = radius
       self.target_pos[i] = self.grasp_pos[i]
       self.target_pos[i, 2] = transit_z
       self.target_quat[i] = self.grasp_quat[i]
@@ -545,6 +614,51 @@ class BinPickExpert:
         f"com {plan.com_distance * 1000:.0f} mm "
         f"(candidate {plan.candidate_rank}, {result.checked} checked)",
       )
+
+  def _drop_zone_facts(
+    self, replica: GraspReplica, k: int, origin: np.ndarray
+  ) -> tuple[float, float, float]:
+    """The top of the drop zone's tallest other object (env frame, the table
+    if none), and object k's height and horizontal reach about its centre,
+    as the replica is posed."""
+    drop = np.asarray(DROP_DESTINATION) + origin[:2]
+    top = 0.0
+    for j, geoms in enumerate(replica.object_geoms):
+      centre = replica.data.xpos[replica.model.geom_bodyid[geoms[0]]]
+      if j != k and np.linalg.norm(centre[:2] - drop) <= _ZONE_RADIUS:
+        top = max(top, float(replica.object_triangles(j)[..., 2].max()) - origin[2])
+    points = replica.object_triangles(k).reshape(-1, 3)
+    centre = replica.data.xpos[replica.model.geom_bodyid[replica.object_geoms[k][0]]]
+    radius = float(np.linalg.norm(points[:, :2] - centre[:2], axis=-1).max())
+    return float(top), float(np.ptp(points[:, 2])), radius
+
+  def _route(
+    self,
+    mask: torch.Tensor,
+    tool_pos: torch.Tensor,
+    offset: torch.Tensor,
+    margin: torch.Tensor,
+    level_z: torch.Tensor,
+    leaving: bool,
+  ) -> None:
+    """A via point for the tool's straight move to target_pos: a point
+    ``offset`` from the tool (the held object's centre, or the tool itself)
+    stays at ``level_z`` while within ``margin`` of the bin's walls; the
+    move leaves the bin there (``leaving``), or enters it."""
+    if not bool(mask.any()):
+      return
+    a, b = tool_pos[mask, :2], self.target_pos[mask, :2]
+    lo = self._bin_lo - margin[mask, None] - offset[mask]
+    hi = self._bin_hi + margin[mask, None] - offset[mask]
+    s_in, s_out = segment_box_span(a, b, lo, hi)
+    s = s_out if leaving else s_in
+    need = (s_in <= s_out) & (s > 0.0) & (s < 1.0)
+    if not leaving:
+      need &= tool_pos[mask, 2] < level_z[mask] - 0.005
+    via = torch.cat([a + s[:, None] * (b - a), level_z[mask, None]], dim=-1)
+    ids = mask.nonzero().flatten()[need]
+    self.via[ids] = via[need]
+    self.via_on[ids] = True
 
   def _start_push(self, i: int, plan: PushPlan, origin: torch.Tensor) -> None:
     dev = self.device
@@ -630,10 +744,22 @@ class BinPickExpert:
       axis_angle_from_quat(quat_mul(self.target_quat, quat_inv(tool_quat))), dim=-1
     )
     arrived = (pos_err < cfg.pos_tolerance) & (rot_err < cfg.rot_tolerance)
+    arrived &= ~self.via_on
     in_motion = torch.zeros_like(arrived)
     for s in _MOTION:
       in_motion |= stage == int(s)
-    timed_out = in_motion & (self.stage_time > cfg.stage_timeout)
+    # A motion times out once its commanded turn is done: a half turn of the
+    # hand alone takes 9 s at the task's 1 degree per step (measured: a roll
+    # whose hand turned 172 degrees timed out, tool on target, still turning).
+    has = self.arm.has_target
+    commanded = torch.where(has.unsqueeze(-1), self.arm.desired_quat_w, tool_quat)
+    turning = (
+      torch.linalg.vector_norm(
+        axis_angle_from_quat(quat_mul(self.target_quat, quat_inv(commanded))), dim=-1
+      )
+      > self.arm.cfg.rotation_scale
+    )
+    timed_out = in_motion & (self.stage_time > cfg.stage_timeout) & ~turning
     rows = torch.arange(env.num_envs, device=self.device)
     obj = self.target_obj.clamp_min(0)
     obj_pos = self._object_pos()[rows, obj]
@@ -701,18 +827,25 @@ class BinPickExpert:
       # Put the object's centre (not the tool) over the slot.
       offset = (obj_pos - tool_pos)[ids, :2]
       self.target_pos[ids, :2] = self.drop_xy[ids] - offset
+      self.target_pos[ids, 2] = self.approach_z[ids]
     self._enter(m, Stage.CARRY)
+    held_at = (obj_pos - tool_pos)[:, :2]
+    margin = self.hold_radius + cfg.route_margin
+    self._route(m, tool_pos, held_at, margin, self.carry_z, leaving=True)
 
     m = at(Stage.CARRY) & arrived
     self.target_pos[m, 2] = self.release_z[m]
     self._enter(m, Stage.LOWER)
 
-    m = at(Stage.LOWER) & arrived
+    # Release a still object: the carry's diagonal ends just above the
+    # release point and a swinging capsule let go rolls off (measured).
+    still = verdict["slow"][rows, obj] | (self.stage_time >= cfg.release_settle)
+    m = at(Stage.LOWER) & arrived & still
     self.gripper[m] = self.open_command[m]
     self._enter(m, Stage.RELEASE)
 
     m = at(Stage.RELEASE) & (self.stage_time >= cfg.release_time)
-    self.target_pos[m, 2] = self.carry_z[m]
+    self.target_pos[m, 2] = self.retreat_z[m]
     self._enter(m, Stage.RETREAT)
 
     m = at(Stage.RETREAT) & arrived
@@ -758,6 +891,11 @@ class BinPickExpert:
     plan_ids = at(Stage.PLAN).nonzero().flatten().tolist()
     if plan_ids:
       self._plan(plan_ids)
+      m = (self.stage == int(Stage.MOVE_ABOVE)) | (self.stage == int(Stage.PUSH_ABOVE))
+      m &= self.stage_time == 0.0
+      hand = torch.full_like(self.stage_time, _HAND_REACH + cfg.route_margin)
+      level = self.target_pos[:, 2]
+      self._route(m, tool_pos, torch.zeros_like(tool_pos[:, :2]), hand, level, False)
 
     # Actions toward the targets (direction preserving, within [-1, 1]).
     scale_t = self.arm.cfg.translation_scale
@@ -767,7 +905,10 @@ class BinPickExpert:
       has, self.arm.desired_pos_w - env.scene.env_origins, tool_pos
     )
     base_quat = torch.where(has, self.arm.desired_quat_w, tool_quat)
-    move = (self.target_pos - base_pos) / scale_t
+    passed = torch.linalg.vector_norm(self.via - base_pos, dim=-1) < 2e-3
+    self.via_on &= ~passed
+    aim = torch.where(self.via_on.unsqueeze(-1), self.via, self.target_pos)
+    move = (aim - base_pos) / scale_t
     # Slow while a held object leaves the pile: neighbours drag on it.
     careful = at(Stage.LIFT) & (
       tool_pos[:, 2] < self.grasp_pos[:, 2] + cfg.careful_lift
