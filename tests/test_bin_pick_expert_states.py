@@ -455,3 +455,38 @@ def test_a_motion_still_turning_does_not_time_out(expert, turn_deg, times_out):
   expert.act()
   stage = Stage(int(expert.stage[0]))
   assert stage == (Stage.RECOVER if times_out else Stage.DESCEND)
+
+
+def test_the_drop_slot_is_the_free_one_the_object_fits_in(expert, monkeypatch):
+  # Random objects around the drop destination and a random held-object
+  # reach; reference: per slot (the centre, six at 80 mm, ten at 115 mm),
+  # the distance to the nearest other object, over the slots where the held
+  # object lies wholly within the 150 mm delivery radius (the inner ones
+  # always): the largest.
+  from mjlab_tasks.bin_pick.env_cfg import DROP_DESTINATION
+
+  rng = np.random.default_rng()
+  drop = np.array(DROP_DESTINATION)
+  slots = [np.zeros(2)] + [
+    0.08 * np.array([np.cos(a), np.sin(a)]) for a in np.arange(6) * np.pi / 3
+  ]
+  slots += [
+    0.115 * np.array([np.cos(a), np.sin(a)])
+    for a in np.arange(10) * np.pi / 5 + np.pi / 10
+  ]
+  slots = drop + np.array(slots)
+  for _ in range(20):
+    pos = np.zeros((1, 6, 3))
+    pos[0, :, :2] = drop + rng.uniform(-0.15, 0.15, (6, 2))
+    reach = float(rng.uniform(0.01, 0.06))
+    monkeypatch.setattr(
+      expert, "_object_pos", lambda p=pos: torch.tensor(p, dtype=torch.float32)
+    )
+    expert.target_obj[0] = 0
+    expert.hold_radius[0] = reach
+    expert._choose_drop(torch.tensor([0]))
+    gap = np.linalg.norm(slots[:, None] - pos[0, None, 1:, :2], axis=-1).min(-1)
+    radius = np.linalg.norm(slots - drop, axis=-1)
+    allowed = (radius < 0.081) | (radius + reach <= 0.15)
+    best = slots[np.argmax(np.where(allowed, gap, -np.inf))]
+    np.testing.assert_allclose(expert.drop_xy[0].numpy(), best, atol=1e-6)

@@ -89,7 +89,7 @@ from experts.bin_pick.rearrange import (
 )
 from experts.bin_pick.replica import GraspReplica, PlanResult, ReplicaCfg, object_mass
 from mjlab_tasks.bin_pick.env_cfg import DROP_DESTINATION, PARKING_X, pourer
-from mjlab_tasks.bin_pick.mdp import bin_pick_verdict
+from mjlab_tasks.bin_pick.mdp import bin_pick_verdict, delivery_rule
 from mjlab_tasks.common.scene import ROBOT
 
 if TYPE_CHECKING:
@@ -169,7 +169,10 @@ class BinPickExpertCfg:
   min_release_tool_z: float = RG2_PAD_HALF[2] + 0.012
   """Lowest tool height at release (pads clear of the table) [m]."""
   drop_slot_radius: float = 0.08
-  """Ring of drop slots around the drop destination [m]."""
+  """Ring of six drop slots around the drop destination (and one at it) [m]."""
+  outer_slot_radius: float = 0.115
+  """Ring of ten more, for objects whose horizontal reach about their
+  centre keeps them within the delivery radius there [m]."""
   zone_clearance: float = 0.02
   """Held object's lowest point (where the carry ends) and the pads'
   (where the retreat ends) above the drop zone's tallest object [m]."""
@@ -329,6 +332,14 @@ class BinPickExpert:
       cfg.drop_slot_radius * np.array([np.cos(a), np.sin(a)])
       for a in np.linspace(0, 2 * np.pi, 7)[:-1]
     ]
+    slots += [
+      cfg.outer_slot_radius * np.array([np.cos(a), np.sin(a)])
+      for a in np.linspace(0, 2 * np.pi, 11)[:-1] + np.pi / 10
+    ]
+    self._slot_radius = torch.tensor(
+      [float(np.linalg.norm(x)) for x in slots], device=dev
+    )
+    self._drop_radius = delivery_rule(env)[1].drop_radius
     self._slots = torch.tensor(
       np.array(slots) + np.array(DROP_DESTINATION), dtype=torch.float32, device=dev
     )
@@ -721,7 +732,9 @@ class BinPickExpert:
     return f"rearranged: moved {moved * 1000:.0f} mm, turned {turned:.0f} deg"
 
   def _choose_drop(self, ids: torch.Tensor) -> None:
-    """The drop slot farthest from every other object lying near the zone."""
+    """The drop slot farthest from every other object lying near the zone,
+    among those where the held object lies wholly within the delivery
+    radius."""
     pos = self._object_pos()[ids, :, :2]  # [n, K, 2]
     others = torch.ones(pos.shape[:2], dtype=torch.bool, device=self.device)
     others[torch.arange(len(ids)), self.target_obj[ids]] = False
@@ -729,6 +742,11 @@ class BinPickExpert:
       self._slots[None, :, None] - pos[:, None], dim=-1
     )  # [n, S, K]
     gaps = torch.where(others[:, None], gaps, torch.inf).amin(-1)  # [n, S]
+    inner = self._slot_radius <= self.cfg.drop_slot_radius + 1e-6
+    fits = inner | (
+      self._slot_radius + self.hold_radius[ids, None] <= self._drop_radius
+    )
+    gaps = torch.where(fits, gaps, -torch.inf)
     self.drop_xy[ids] = self._slots[gaps.argmax(-1)]
 
   # One step.
