@@ -295,6 +295,8 @@ def test_expert_numbers():
   assert carry == mm(cfg.carry_clearance)[0]
   (ring,) = quoted(r"a ring of six at (\d+) mm around the drop destination")
   assert ring == mm(cfg.drop_slot_radius)[0]
+  (outer,) = quoted(r"there, an outer ring of ten at (\d+) mm;")
+  assert outer == mm(cfg.outer_slot_radius)[0]
   (gap, settle) = quoted(
     r"`lower` \(vertical, object (\d+) mm above the table, then until\s+the "
     r"object is still by the evaluator's speed limits, at most (\d+) s"
