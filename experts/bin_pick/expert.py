@@ -336,10 +336,15 @@ class BinPickExpert:
       cfg.outer_slot_radius * np.array([np.cos(a), np.sin(a)])
       for a in np.linspace(0, 2 * np.pi, 11)[:-1] + np.pi / 10
     ]
-    self._slot_radius = torch.tensor(
-      [float(np.linalg.norm(x)) for x in slots], device=dev
+    # Per slot, the largest held-object reach allowed there: any in the
+    # inner ring and centre, within the delivery radius in the outer ring.
+    radius = np.linalg.norm(np.array(slots), axis=-1)
+    drop_radius = delivery_rule(env)[1].drop_radius
+    self._slot_reach = torch.tensor(
+      np.where(radius <= cfg.drop_slot_radius + 1e-6, np.inf, drop_radius - radius),
+      dtype=torch.float32,
+      device=dev,
     )
-    self._drop_radius = delivery_rule(env)[1].drop_radius
     self._slots = torch.tensor(
       np.array(slots) + np.array(DROP_DESTINATION), dtype=torch.float32, device=dev
     )
@@ -742,10 +747,7 @@ class BinPickExpert:
       self._slots[None, :, None] - pos[:, None], dim=-1
     )  # [n, S, K]
     gaps = torch.where(others[:, None], gaps, torch.inf).amin(-1)  # [n, S]
-    inner = self._slot_radius <= self.cfg.drop_slot_radius + 1e-6
-    fits = inner | (
-      self._slot_radius + self.hold_radius[ids, None] <= self._drop_radius
-    )
+    fits = self.hold_radius[ids, None] <= self._slot_reach
     gaps = torch.where(fits, gaps, -torch.inf)
     self.drop_xy[ids] = self._slots[gaps.argmax(-1)]
 
