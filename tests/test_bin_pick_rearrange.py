@@ -69,6 +69,8 @@ class Scene:
     types = [int(m.geom_type[g[0]]) for g in geoms]
     self.box = types.index(int(mujoco.mjtGeom.mjGEOM_BOX))
     self.capsule = types.index(int(mujoco.mjtGeom.mjGEOM_CAPSULE))
+    kinds = [o.kind for o in pour.cfg.objects]
+    self.ell, self.wide = kinds.index("ell"), kinds.index("wide")
 
   def reset(self) -> None:
     """Robot at home, every object parked far outside the bin."""
@@ -117,7 +119,7 @@ class Scene:
 
 @pytest.fixture(scope="module")
 def scene():
-  env = make_env(bin_pick_env_cfg(num_envs=1, objects=3), device="cpu", engine="mujoco")
+  env = make_env(bin_pick_env_cfg(num_envs=1, objects=5), device="cpu", engine="mujoco")
   env.reset()
   yield Scene(env)
   env.close()
@@ -395,6 +397,63 @@ def test_a_capsule_rolls_across_its_axis(scene):
   assert plan is None or plan.kind != "roll"
 
 
+def test_a_capsule_in_a_corner_rolls_off_the_end_wall(scene):
+  """A capsule whose axis points at a long wall (touching it with an end)
+  and which lies 5 mm from an end wall rolls across its axis, away from the
+  end wall: a roll may leave any wall behind it, not only the nearest."""
+  scene.reset()
+  r = scene.replica
+  k = scene.capsule
+  scene.place(k, ALONG_X, scene.centre, snap=((0, 1), (1, 1)))
+  adr = scene._adr(k)
+  r.data.qpos[adr + 1] -= 0.005
+  mujoco.mj_kinematics(r.model, r.data)
+  lo, hi = scene.extent(k)
+  assert hi[1] == pytest.approx(scene.inner_hi[1] - 0.005, abs=1e-6)
+  plan, rejections = plan_push(r, k, "wall", scene.transit, scene.arm_q)
+  assert plan is not None and plan.kind == "roll", rejections
+  np.testing.assert_allclose(plan.direction_w, [0.0, -1.0, 0.0], atol=1e-9)
+
+
+def test_a_standing_object_by_a_wall_is_toppled_away_from_it(scene):
+  """An L-block standing on its 26 mm edge against a long wall (no hand fits
+  behind it, and pushing its side only slides it along the wall) is
+  toppled: the closed pads press on its top and move straight off the wall,
+  its thickness and ``topple_overshoot`` farther; checked against its
+  extent computed here. A wide flat box standing so would land 96 x 139 mm
+  wide, which no grasp takes: it gets no topple."""
+  scene.reset()
+  r = scene.replica
+  k = scene.ell
+  scene.place(k, ALONG_X, scene.centre, snap=((0, 1),))
+  assert object_situation(r, k) == "standing"
+  lo, hi = scene.extent(k)
+  plan, rejections = plan_push(r, k, "standing", scene.transit, scene.arm_q)
+  assert plan is not None and plan.kind == "topple", rejections
+  np.testing.assert_allclose(plan.direction_w, [-1.0, 0.0, 0.0], atol=1e-9)
+  thickness = hi[0] - lo[0]
+  assert thickness == pytest.approx(0.026, abs=1e-3)  # The object set's size.
+  length = float(np.linalg.norm(plan.end_w - plan.start_w))
+  assert length == pytest.approx(thickness + CFG.topple_overshoot, abs=1e-6)
+  assert plan.start_w[2] == pytest.approx(hi[2] + RG2_PAD_HALF[2] - CFG.roll_press)
+  # Over the top strip, at most 15 mm off its middle toward the move: the
+  # pads' 25 mm flat bottom still covers part of it.
+  along = 0.5 * (lo[0] + hi[0]) - plan.start_w[0]
+  assert -1e-3 < along <= 0.015 + 1e-3
+  touch = np.array([0.0, 0.0, CFG.roll_press + 0.001])
+  pads = _pads_at(scene, plan, plan.start_w + touch)
+  assert np.all(pads[:, 0] <= scene.inner_hi[0] - CFG.wall_clearance + 1e-4)
+  assert pads[:, 2].min() >= hi[2] - 1e-4
+
+  scene.reset()
+  scene.place(scene.wide, ALONG_X, scene.centre, snap=((0, 1),))
+  lo, hi = scene.extent(scene.wide)
+  assert min(hi[1] - lo[1], hi[2] - lo[2]) > CFG.topple_max_width
+  plan, rejections = plan_push(r, scene.wide, "standing", scene.transit, scene.arm_q)
+  assert plan is None or plan.kind != "topple"
+  assert rejections["lands_too_wide"] >= 1
+
+
 def test_only_round_lying_objects_roll(scene):
   """A box by a wall gets no roll (it would be dragged, and pad and floor
   friction are equal); nor does a capsule standing on end."""
@@ -453,3 +512,73 @@ def test_the_expert_rolls_a_capsule_off_the_wall_then_delivers_it():
   assert move["direction"] == pytest.approx([-1.0, 0.0], abs=1e-3)
   assert move["moved_mm"] > 1000 * 0.01  # ROLL_MIN_SHIFT
   assert log.delivery_times, log.transitions[-3:]
+
+
+def _live_bounds(env, name: str) -> tuple[np.ndarray, np.ndarray]:
+  """World bounds of a live object's geoms (their boxes, posed) [3], [3]."""
+  m, d = env.sim.mj_model, env.sim._worlds[0]
+  lo, hi = np.full(3, np.inf), np.full(3, -np.inf)
+  for g in env.scene[name].indexing.geom_ids.cpu().tolist():
+    rot = d.geom_xmat[g].reshape(3, 3)
+    centre = d.geom_xpos[g] + rot @ m.geom_aabb[g][:3]
+    half = np.abs(rot) @ m.geom_aabb[g][3:]
+    lo, hi = np.minimum(lo, centre - half), np.maximum(hi, centre + half)
+  return lo, hi
+
+
+@pytest.mark.slow  # About 100 steps.
+def test_the_expert_topples_a_standing_l_block_off_the_wall():
+  """Live: an L-block standing on its 26 mm edge 1 mm from a long wall,
+  alone in the default bin, has no grasp; the expert topples it (closed
+  pads on its top, away from the wall) and in the simulator it falls over:
+  afterwards it lies flat (its thin axis vertical, at most 30 mm tall) and
+  off the wall by more than 10 mm."""
+  from experts.bin_pick.expert import BinPickExpert
+
+  env = make_env(bin_pick_env_cfg(num_envs=1, objects=4), device="cpu", engine="mujoco")
+  expert = None
+  try:
+    env.reset()
+    pour = pourer(env)
+    names = pour.cfg.names
+    k = [o.kind for o in pour.cfg.objects].index("ell")
+    origin = env.scene.env_origins[0]
+    for j, name in enumerate(names):
+      state = torch.zeros(1, 13)
+      state[0, :3] = torch.tensor([-1.2, 0.5 + 0.3 * j, 0.05]) + origin
+      state[0, 3] = 1.0
+      if j == k:
+        state[0, :3] = torch.tensor([BIN_CENTRE[0], 0.05, 0.15]) + origin
+        state[0, 3:7] = torch.tensor(ALONG_X)
+      env.scene[name].write_root_state_to_sim(state)
+      pour.in_bin[0, j] = j == k  # Only the L-block counts.
+    env.step(torch.zeros(1, 7))
+    inner_hi_x = BIN_CENTRE[0] + pour.cfg.geometry.width / 2 + float(origin[0])
+    lo, hi = _live_bounds(env, names[k])
+    state[0, :3] = env.scene[names[k]].data.root_link_pos_w[0]
+    state[0, 0] += inner_hi_x - 0.001 - hi[0]
+    state[0, 2] += BIN_FLOOR + float(origin[2]) + 0.001 - lo[2]
+    env.scene[names[k]].write_root_state_to_sim(state)
+    for _ in range(20):  # Let it settle against the wall.
+      env.step(torch.zeros(1, 7))
+    lo, hi = _live_bounds(env, names[k])
+    assert inner_hi_x - hi[0] < 0.003 and hi[2] - lo[2] > 0.06
+    expert = BinPickExpert(env)
+    for _ in range(300):
+      env.step(expert.act())
+      if expert.logs[0].rearrangements:
+        break
+    lo, hi = _live_bounds(env, names[k])
+    quat = env.scene[names[k]].data.root_link_quat_w[0].double().numpy()
+  finally:
+    if expert is not None:
+      expert.close()
+    env.close()
+  (move,) = expert.logs[0].rearrangements
+  assert move["kind"] == "topple" and move["reason"] == "standing"
+  assert move["direction"] == pytest.approx([-1.0, 0.0], abs=1e-3)
+  rot = np.zeros(9)
+  mujoco.mju_quat2Mat(rot, quat)
+  assert abs(rot.reshape(3, 3)[2, 2]) > 0.9  # The thin axis (local z) vertical.
+  assert hi[2] - lo[2] < 0.03
+  assert inner_hi_x - hi[0] > 0.01

@@ -31,8 +31,8 @@ actions (5 mm / 1 degree per unit) and normalized gripper actions:
 When no eligible object has a feasible grasp, the expert rearranges the
 pile (``rearrange.py``, checked on the replica like a grasp): with the
 gripper closed it pushes an object low toward free floor, high to tip a
-standing one over, or rolls a round one off its wall by pressing on its
-top, then plans again:
+standing one over, or, pressing on its top, rolls a round one off its wall
+or topples a standing one away from its wall, then plans again:
 
   push_above  transit height above the push start, gripper closed
   push_down   vertical, to the push start beside the object

@@ -15,6 +15,10 @@ line, or diagonally, moves it somewhere graspable. Two kinds:
          the wall; the object rolls under them, its centre moving about
          half as far as the hand (pad and floor friction are equal, 1.0, so
          a flat object cannot be dragged this way: only rolling moves it)
+  topple for a standing object by a wall, which no hand fits behind: the
+         closed pads press on its top and move away from the wall across
+         its thin side, its thickness and ``topple_overshoot`` farther; the
+         top goes with them and the object falls over, away from the wall
 
 The hand is untilted (approach straight down) and closed, with its closing
 axis across the push (the closed pads' edges push) or along it (the pads'
@@ -41,6 +45,9 @@ failure naming the rejection:
                       of the vertical approach
   path_collision      at a sampled push point robot geometry penetrates an
                       object other than the target, or the table
+  lands_too_wide      (a topple) lying after it, the object would be wider
+                      than ``topple_max_width`` on both horizontal sides:
+                      no grasp takes it there either
 
 A sampled feasibility check, not a continuous collision-free motion proof.
 """
@@ -66,8 +73,9 @@ PUSH_REJECTIONS = (
   "start_collision",
   "approach_collision",
   "path_collision",
+  "lands_too_wide",
 )
-PUSH_KINDS = ("push", "tip", "roll")
+PUSH_KINDS = ("push", "tip", "roll", "topple")
 _ROUND_GEOMS = (
   mujoco.mjtGeom.mjGEOM_CAPSULE,
   mujoco.mjtGeom.mjGEOM_CYLINDER,
@@ -103,6 +111,11 @@ ROLL_MIN_AWAY = 0.5
 ROLL_OFFSETS = (0.0, 0.005, 0.01)
 """Hand starts off the object's top toward the roll [m]; the pads' 25 mm
 width keeps the top under their flat bottom up to 12.5 mm."""
+TOPPLE_OFFSETS = (0.0, 0.005, 0.01, 0.015)
+"""As ``ROLL_OFFSETS`` for a topple: 15 mm off still leaves the pads on 10 mm
+of a 26 mm top, and lets the housing clear the wall behind a thin object
+(measured on the replica: an L-block standing on edge 1 mm from a long wall
+had no topple within 10 mm)."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +141,15 @@ class PushCfg:
   roll_press: float = 0.003
   """How far below the object's top the closed pads aim while rolling it
   (the arm's position servo then presses) [m]."""
+  topple_overshoot: float = 0.015
+  """How much farther than a standing object's thickness the pads carry its
+  top in a topple [m]: its centre of mass passes over the edge it tips on
+  once the top has moved about the thickness."""
+  topple_max_width: float = 0.08
+  """A topple is planned only when the object, lying after it (its height
+  along the move, its width across), is at most this wide one way: the
+  grasp's ``ReplicaCfg.max_width`` (measured: a wide flat box standing by a
+  wall toppled flat, 96 x 139 mm, and no grasp took it) [m]."""
 
 
 @dataclass
@@ -138,8 +160,8 @@ class PushPlan:
   reason: str
   """One of ``REARRANGE_REASONS``: why the object is moved."""
   kind: str
-  """``"push"`` (low, at the object's middle height), ``"tip"`` (near its top)
-  or ``"roll"`` (pressing on its top)."""
+  """``"push"`` (low, at the object's middle height), ``"tip"`` (near its top),
+  ``"roll"`` or ``"topple"`` (both pressing on its top)."""
   direction_w: np.ndarray
   """Unit horizontal push direction [3]."""
   start_w: np.ndarray
@@ -254,27 +276,39 @@ def rolls(replica, k: int) -> bool:
 
 
 def _roll_directions(replica, k: int, points: np.ndarray, interior) -> list:
-  """Where a roll may take object ``k`` off its nearest wall: across its
-  axis (a capsule rolls only that way), the side away from the wall; none
-  when its axis points at the wall (it touches with an end: rolling keeps
-  the gap). Each with the room to the walls that way."""
+  """Where a roll may take object ``k`` off a wall: across its axis (a
+  capsule rolls only that way), either side, wherever a wall lies behind it
+  within ``WALL_GAP`` (the nearest such wall first); a sphere straight off
+  its nearest wall. Each with the room to the walls that way."""
   axis = roll_axis(replica, k)
   if axis is None:
     return []
-  inward = _nearest_wall_inward(points, interior)
   if not axis.any():  # A sphere: straight off the wall.
-    direction = inward
-  else:
-    direction = np.array([-axis[1], axis[0], 0.0])
-    if float(direction @ inward) < 0.0:
-      direction = -direction
-    if float(direction @ inward) < ROLL_MIN_AWAY:
-      return []
-  return [(direction, _room_to_walls(points, direction, interior))]
+    inward = _nearest_wall_inward(points, interior)
+    return [(inward, _room_to_walls(points, inward, interior))]
+  across = np.array([-axis[1], axis[0], 0.0])
+  return _off_wall_directions(points, interior, (across, -across))
 
 
-def _nearest_wall_inward(points: np.ndarray, interior) -> np.ndarray:
-  """The inward unit normal [3] of the bin wall nearest to the points."""
+def _off_wall_directions(points: np.ndarray, interior, directions) -> list:
+  """Those of ``directions`` that lead off a wall lying behind the points
+  within ``WALL_GAP`` (the direction pointing at least ``ROLL_MIN_AWAY``
+  along that wall's inward normal), nearest wall first, each with the room
+  to the walls that way."""
+  gaps, normals = _wall_gaps(points, interior)
+  found = []
+  for direction in directions:
+    away = normals @ direction >= ROLL_MIN_AWAY
+    behind = gaps[away].tolist()
+    if behind and min(behind) < WALL_GAP:
+      found.append((min(behind), direction))
+  found.sort(key=lambda f: f[0])
+  return [(d, _room_to_walls(points, d, interior)) for _, d in found]
+
+
+def _wall_gaps(points: np.ndarray, interior) -> tuple[np.ndarray, np.ndarray]:
+  """Gaps from the points to the four walls [4] and the walls' inward unit
+  normals [4, 3]."""
   gaps = np.array(
     [
       points[:, 0].min() - interior.lo[0],
@@ -284,6 +318,12 @@ def _nearest_wall_inward(points: np.ndarray, interior) -> np.ndarray:
     ]
   )
   normals = np.array([[1.0, 0, 0], [-1.0, 0, 0], [0, 1.0, 0], [0, -1.0, 0]])
+  return gaps, normals
+
+
+def _nearest_wall_inward(points: np.ndarray, interior) -> np.ndarray:
+  """The inward unit normal [3] of the bin wall nearest to the points."""
+  gaps, normals = _wall_gaps(points, interior)
   return normals[int(np.argmin(gaps))]
 
 
@@ -410,20 +450,37 @@ def plan_push(
   top = points[points[:, 2] >= z_hi - ROLL_TOP_BAND, :2].mean(0)
   saved = replica.data.qpos.copy()
   budget = cfg.max_checks
-  # Nothing fits behind a round object by a wall: roll it first.
-  rolls_first = []
-  if reason == "wall":
-    rolls_first = [
+  # Nothing fits behind an object by a wall: roll a round one, topple a
+  # standing one, pressing on its top.
+  from_top = []
+  if reason in ("wall", "standing"):
+    from_top = [
       _Move((), direction, "roll", room)
       for direction, room in _roll_directions(replica, k, points, interior)
     ]
+  if reason == "standing" and not from_top:
+    from_top = [
+      _Move((), direction, "topple", room)
+      for direction, room in _topple_directions(points, interior)
+    ]
   try:
-    for move in rolls_first:
-      shift = min(cfg.roll_shift, move.room - ROOM_MARGIN)
-      variants = _roll_variants(top, heights["roll"], move.direction, shift)
-      if not variants:
+    for move in from_top:
+      if move.kind == "roll":
+        # It rolls under the pads: its centre moves half as far as the hand.
+        travel = 2.0 * min(cfg.roll_shift, move.room - ROOM_MARGIN)
+      else:
+        across = np.array([-move.direction[1], move.direction[0], 0.0])
+        lying = min(z_hi - z_lo, float(np.ptp(points @ across)))
+        if lying > cfg.topple_max_width:
+          rejections["lands_too_wide"] += 1
+          continue
+        thickness = float(np.ptp(points @ move.direction))
+        travel = min(thickness + cfg.topple_overshoot, move.room - ROOM_MARGIN)
+      if travel < 2.0 * ROLL_MIN_SHIFT:
         rejections["no_room"] += 1
         continue
+      offsets = ROLL_OFFSETS if move.kind == "roll" else TOPPLE_OFFSETS
+      variants = _top_variants(top, heights["roll"], move.direction, travel, offsets)
       budget, plan = _first_feasible(
         replica, k, move, reason, variants, transit_z, q_now, cfg, saved, budget,
         rejections, press=ROLL_TOUCH_GAP + cfg.roll_press,
@@ -468,27 +525,36 @@ def plan_push(
     mujoco.mj_kinematics(replica.model, replica.data)
 
 
-def _roll_variants(top: np.ndarray, z: float, direction: np.ndarray, shift: float):
-  """A roll's hand poses from the object's top toward ``direction``, the
-  hand travelling twice the object's ``shift`` (it rolls under the pads:
-  measured 27.6 mm for 50 mm); none when the room ahead is under
-  ``ROLL_MIN_SHIFT``. First the closing axis across the roll (the pads' 25
-  mm width along it, the housing's narrow side toward the wall), then along
-  it; each also half turned, and started up to ``ROLL_OFFSETS`` off the top
-  toward the roll (the top stays under the pads' flat bottom, and the
-  housing clears a wall that the top lies too near)."""
-  if shift < ROLL_MIN_SHIFT:
-    return []
+def _top_variants(
+  top: np.ndarray, z: float, direction: np.ndarray, travel: float, offsets: tuple
+):
+  """Hand poses for a move pressing on the object's top (a roll or a
+  topple), from the top toward ``direction`` for ``travel``. First the
+  closing axis across the move (the pads' 25 mm width along it, the
+  housing's narrow side toward the wall), then along it; each also half
+  turned, and started ``offsets`` off the top toward the move
+  (the top stays under the pads' flat bottom, and the housing clears a wall
+  that the top lies too near)."""
   heading = math.atan2(direction[1], direction[0])
   variants = []
-  for turn, offsets in ((math.pi / 2, ROLL_OFFSETS), (0.0, ROLL_OFFSETS[:1])):
+  for turn, starts in ((math.pi / 2, offsets), (0.0, offsets[:1])):
     rot = tool_rotation(heading + turn, 0.0)
-    for offset in offsets:
+    for offset in starts:
       start = np.array([top[0], top[1], z]) + offset * direction
-      end = start + 2.0 * shift * direction
+      end = start + travel * direction
       for r in (rot, rot @ np.diag([-1.0, -1.0, 1.0])):
         variants.append((r, start, end))
   return variants
+
+
+def _topple_directions(points: np.ndarray, interior) -> list:
+  """Across a standing object's thin side (the horizontal direction of its
+  smallest width), either way, where a wall lies behind it within
+  ``WALL_GAP``; with the room to the walls that way."""
+  widths = _horizontal_widths(points)
+  angle = math.pi * int(np.argmin(widths)) / len(widths)
+  thin = np.array([math.cos(angle), math.sin(angle), 0.0])
+  return _off_wall_directions(points, interior, (thin, -thin))
 
 
 def _first_feasible(
