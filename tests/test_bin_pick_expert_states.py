@@ -154,6 +154,45 @@ def test_slip_is_object_motion_relative_to_the_tool(expert, shift, slips):
     assert not expert.logs[0].failures
 
 
+def _acts_until_leaving(expert: BinPickExpert, stage: Stage, limit: int) -> int:
+  """Calls of act() (the simulator not stepped: the tool stays put, as when
+  blocked) until the expert leaves ``stage``."""
+  for calls in range(1, limit + 1):
+    expert.act()
+    if Stage(int(expert.stage[0])) != stage:
+      return calls
+  return limit + 1
+
+
+def test_a_blocked_descent_stalls_after_stall_time(expert):
+  """A descent whose tool does not move (blocked by the pile) fails as a
+  stall once the tool has stood still for ``stall_time``, long before the
+  8 s timeout, and recovers like any failure."""
+  _set(expert, Stage.DESCEND)
+  expert.target_pos[0, 2] -= 0.05
+  tool, _ = expert._tool()
+  expert.carry_z[0] = float(tool[0, 2]) + 0.03
+  calls = _acts_until_leaving(expert, Stage.DESCEND, 200)
+  dt = expert.env.step_dt
+  # The first call sees the tool (stage time 0); act() adds dt per call.
+  assert CFG.stall_time / dt < calls <= CFG.stall_time / dt + 2
+  _assert_recovering(expert, "stall_descend", attempts=1)
+
+
+def test_a_stalled_lowering_releases_the_object_where_it_rests(expert):
+  """A lowering whose tool stops short of its target (the held object rests
+  on something) releases the object after ``stall_time``: no failure."""
+  _set(expert, Stage.LOWER)
+  expert.target_pos[0, 2] -= 0.05
+  # Held where it is: nothing moves, so no slip.
+  expert.hold_offset[0] = torch.tensor(_object_in_tool_frame(expert))
+  calls = _acts_until_leaving(expert, Stage.LOWER, 200)
+  assert CFG.stall_time / expert.env.step_dt < calls
+  assert Stage(int(expert.stage[0])) == Stage.RELEASE
+  assert float(expert.gripper[0]) == float(expert.open_command[0])
+  assert not expert.logs[0].failures
+
+
 def test_motion_timeout_recovers_vertically_then_plans_again(expert):
   env = expert.env
   _set(expert, Stage.DESCEND, CFG.stage_timeout + 0.01)

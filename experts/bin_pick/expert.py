@@ -217,6 +217,14 @@ class BinPickExpertCfg:
   """Lift height over which the object leaves the pile slowly [m]."""
   stage_timeout: float = 8.0
   """Longest time of one motion stage once its commanded turn is done [s]."""
+  stall_time: float = 1.5
+  """A descent or a lowering off its target whose tool has moved less than
+  ``stall_distance`` for this long, its commanded turn done, has stalled
+  (blocked by an object or the pile): a descent fails then as on its
+  timeout, a lowering releases the object where it rests [s]. At the task's
+  5 mm per step the tool covers 150 mm in that time."""
+  stall_distance: float = 0.002
+  """Tool motion that counts as progress for ``stall_time`` [m]."""
   max_attempts: int = 3
   """Failed attempts after which an object is no longer tried."""
   reach: tuple[float, float] = (0.25, 0.8)
@@ -322,6 +330,9 @@ class BinPickExpert:
     self.push_end = torch.zeros(n, 3, device=dev)
     # A roll ends pinning its object until it is still (else it rolls on).
     self.push_holds = torch.zeros(n, dtype=torch.bool, device=dev)
+    # Where the tool last moved by stall_distance, and the stage time then.
+    self.moved_at = torch.full((n, 3), float("inf"), device=dev)
+    self.moved_time = torch.zeros(n, device=dev)
     self._push: list[PushPlan | None] = [None] * n
     self._push_from: list[tuple[np.ndarray, np.ndarray] | None] = [None] * n
     self._grasp_key: list[tuple | None] = [None] * n
@@ -388,6 +399,7 @@ class BinPickExpert:
     self.stage[mask] = int(new)
     self.stage_time[mask] = 0.0
     self.via_on[mask] = False
+    self.moved_at[mask] = float("inf")  # Set to the tool on the next step.
 
   def _fail(self, mask: torch.Tensor, reason: str) -> None:
     """A failed attempt: count it and recover (open, rise vertically)."""
@@ -780,6 +792,20 @@ class BinPickExpert:
       > self.arm.cfg.rotation_scale
     )
     timed_out = in_motion & (self.stage_time > cfg.stage_timeout) & ~turning
+    moved = (
+      torch.linalg.vector_norm(tool_pos - self.moved_at, dim=-1) > cfg.stall_distance
+    )
+    self.moved_at[moved] = tool_pos[moved]
+    self.moved_time[moved] = self.stage_time[moved]
+    stuck = self.stage_time - self.moved_time > cfg.stall_time
+    # Only a descent (the open fingers rest on the pile) and a lowering (the
+    # held object rests on something) stall: a lift still pulling on a
+    # wedged object may free it (measured: one took 6.4 s and was delivered).
+    stalls = (stage == int(Stage.DESCEND)) | (stage == int(Stage.LOWER))
+    stalled_motion = stalls & stuck & ~arrived & ~turning & ~timed_out
+    # A lowering that stalls has set the object down: release it there.
+    set_down = stalled_motion & (stage == int(Stage.LOWER))
+    stalled_motion &= ~set_down
     rows = torch.arange(env.num_envs, device=self.device)
     obj = self.target_obj.clamp_min(0)
     obj_pos = self._object_pos()[rows, obj]
@@ -797,10 +823,14 @@ class BinPickExpert:
       torch.linalg.vector_norm(rel - self.hold_offset, dim=-1) > cfg.slip_tolerance
     )
     self._fail(slipped, "slip")
+    stalled_motion &= ~slipped
+    set_down &= ~slipped
     # Motion timeouts (recover and retreat time out into planning).
-    grasping = timed_out & ~(at(Stage.RECOVER) | at(Stage.RETREAT))
+    grasping = ~(at(Stage.RECOVER) | at(Stage.RETREAT))
     for s in (Stage.MOVE_ABOVE, Stage.DESCEND, Stage.LIFT, Stage.CARRY, Stage.LOWER):
-      self._fail(grasping & at(s), f"timeout_{STAGE_NAMES[s]}")
+      self._fail(grasping & timed_out & at(s), f"timeout_{STAGE_NAMES[s]}")
+    self._fail(stalled_motion, "stall_descend")
+    timed_out |= stalled_motion
     stalled = timed_out & (at(Stage.RECOVER) | at(Stage.RETREAT))
     self._enter(stalled, Stage.PLAN, "timeout")
     pushing = torch.zeros_like(timed_out)
@@ -860,7 +890,7 @@ class BinPickExpert:
     # Release a still object: the carry's diagonal ends just above the
     # release point and a swinging capsule let go rolls off (measured).
     still = verdict["slow"][rows, obj] | (self.stage_time >= cfg.release_settle)
-    m = at(Stage.LOWER) & arrived & still
+    m = at(Stage.LOWER) & ((arrived & still) | set_down)
     self.gripper[m] = self.open_command[m]
     self._enter(m, Stage.RELEASE)
 
