@@ -496,13 +496,15 @@ def test_a_motion_still_turning_does_not_time_out(expert, turn_deg, times_out):
   assert stage == (Stage.RECOVER if times_out else Stage.DESCEND)
 
 
-def test_the_drop_slot_is_the_free_one_the_object_fits_in(expert, monkeypatch):
-  # Random objects around the drop destination and a random held-object
-  # reach; reference: per slot (the centre, six at 80 mm, ten at 115 mm),
-  # the distance to the nearest other object, over the slots where the held
-  # object lies wholly within the 150 mm delivery radius (the inner ones
-  # always): the largest.
-  from mjlab_tasks.bin_pick.env_cfg import DROP_DESTINATION
+def test_the_drop_slot_is_the_free_one_nearest_the_bin(expert, monkeypatch):
+  # Random objects (random bounding radii) around the drop destination, some
+  # farther than 0.3 m from it (they do not count), and a random held-object
+  # reach. Reference: the slots (the centre, six at 80 mm, ten at 115 mm)
+  # where the held object lies wholly within the 150 mm delivery radius (the
+  # inner ones always); free where the held object keeps 15 mm from every
+  # counted object's circle; the free one with the shortest per-axis travel
+  # from the bin's centre, else the one farthest from those circles.
+  from mjlab_tasks.bin_pick.env_cfg import BIN_CENTRE, DROP_DESTINATION
 
   rng = np.random.default_rng()
   drop = np.array(DROP_DESTINATION)
@@ -514,18 +516,37 @@ def test_the_drop_slot_is_the_free_one_the_object_fits_in(expert, monkeypatch):
     for a in np.arange(10) * np.pi / 5 + np.pi / 10
   ]
   slots = drop + np.array(slots)
-  for _ in range(20):
-    pos = np.zeros((1, 6, 3))
-    pos[0, :, :2] = drop + rng.uniform(-0.15, 0.15, (6, 2))
+  travel = np.abs(slots - np.array(BIN_CENTRE[:2])).max(-1)
+  radius = np.linalg.norm(slots - drop, axis=-1)
+  outcomes = set()
+  for trial in range(40):
+    # Every other zone crowded: 12 objects within 100 mm.
+    n, spread = (7, 0.3) if trial % 2 else (13, 0.1)
+    pos = np.zeros((1, n, 3))
+    pos[0, :, :2] = drop + rng.uniform(-spread, spread, (n, 2))
+    bound = rng.uniform(0.01, 0.07, n)
     reach = float(rng.uniform(0.01, 0.06))
     monkeypatch.setattr(
       expert, "_object_pos", lambda p=pos: torch.tensor(p, dtype=torch.float32)
     )
+    monkeypatch.setattr(
+      expert, "_object_bound", torch.tensor(bound, dtype=torch.float32)
+    )
     expert.target_obj[0] = 0
     expert.hold_radius[0] = reach
     expert._choose_drop(torch.tensor([0]))
-    gap = np.linalg.norm(slots[:, None] - pos[0, None, 1:, :2], axis=-1).min(-1)
-    radius = np.linalg.norm(slots - drop, axis=-1)
+    counted = np.linalg.norm(pos[0, 1:, :2] - drop, axis=-1) < 0.3
+    gap = np.linalg.norm(slots[:, None] - pos[0, None, 1:, :2], axis=-1)
+    gap = np.where(counted, gap - bound[1:] - reach, np.inf).min(-1)
     allowed = (radius < 0.081) | (radius + reach <= 0.15)
-    best = slots[np.argmax(np.where(allowed, gap, -np.inf))]
-    np.testing.assert_allclose(expert.drop_xy[0].numpy(), best, atol=1e-6)
+    free = allowed & (gap >= 0.015)
+    chosen = expert.drop_xy[0].numpy()
+    j = int(np.argmin(np.linalg.norm(slots - chosen, axis=-1)))
+    np.testing.assert_allclose(chosen, slots[j], atol=1e-6)
+    if free.any():
+      assert free[j] and travel[j] <= travel[free].min() + 1e-6
+      outcomes.add("free")
+    else:
+      assert allowed[j] and gap[j] >= gap[allowed].max() - 1e-6
+      outcomes.add("crowded")
+  assert outcomes == {"free", "crowded"}  # Both rules were exercised.

@@ -173,6 +173,11 @@ class BinPickExpertCfg:
   outer_slot_radius: float = 0.115
   """Ring of ten more, for objects whose horizontal reach about their
   centre keeps them within the delivery radius there [m]."""
+  slot_gap: float = 0.015
+  """A drop slot is free when the held object, lowered there, stays this far
+  from every object near the zone (each taken as its bounding circle) [m]."""
+  zone_watch: float = 0.3
+  """Objects within this of the drop destination count for the slots [m]."""
   zone_clearance: float = 0.02
   """Held object's lowest point (where the carry ends) and the pads'
   (where the retreat ends) above the drop zone's tallest object [m]."""
@@ -358,6 +363,20 @@ class BinPickExpert:
     )
     self._slots = torch.tensor(
       np.array(slots) + np.array(DROP_DESTINATION), dtype=torch.float32, device=dev
+    )
+    # Slots by the carry's length from the bin's centre (the task's actions
+    # are bounded per axis: the longer horizontal axis sets the time).
+    centre = 0.5 * (self._bin_lo + self._bin_hi)
+    self._slot_travel = (self._slots - centre).abs().amax(-1)
+    # Each object's bounding radius about its body origin, any orientation.
+    m = env.sim.mj_model
+    self._object_bound = torch.tensor(
+      [
+        max(float(np.linalg.norm(m.geom_pos[g]) + m.geom_rbound[g]) for g in gids)
+        for gids in self._object_geoms
+      ],
+      dtype=torch.float32,
+      device=dev,
     )
 
   # Helpers.
@@ -749,19 +768,26 @@ class BinPickExpert:
     return f"rearranged: moved {moved * 1000:.0f} mm, turned {turned:.0f} deg"
 
   def _choose_drop(self, ids: torch.Tensor) -> None:
-    """The drop slot farthest from every other object lying near the zone,
+    """The free drop slot nearest the bin (the shortest carry and way back),
     among those where the held object lies wholly within the delivery
-    radius."""
+    radius; free: the held object there stays ``slot_gap`` from the bounding
+    circle of every other object near the zone. When none is free, the slot
+    farthest from those objects."""
     pos = self._object_pos()[ids, :, :2]  # [n, K, 2]
     others = torch.ones(pos.shape[:2], dtype=torch.bool, device=self.device)
     others[torch.arange(len(ids)), self.target_obj[ids]] = False
+    zone = torch.tensor(DROP_DESTINATION, dtype=torch.float32, device=self.device)
+    others &= torch.linalg.vector_norm(pos - zone, dim=-1) < self.cfg.zone_watch
     gaps = torch.linalg.vector_norm(
       self._slots[None, :, None] - pos[:, None], dim=-1
     )  # [n, S, K]
+    gaps = gaps - self._object_bound - self.hold_radius[ids, None, None]
     gaps = torch.where(others[:, None], gaps, torch.inf).amin(-1)  # [n, S]
     fits = self.hold_radius[ids, None] <= self._slot_reach
-    gaps = torch.where(fits, gaps, -torch.inf)
-    self.drop_xy[ids] = self._slots[gaps.argmax(-1)]
+    free = fits & (gaps >= self.cfg.slot_gap)
+    nearest = torch.where(free, self._slot_travel, torch.inf).argmin(-1)
+    farthest = torch.where(fits, gaps, -torch.inf).argmax(-1)
+    self.drop_xy[ids] = self._slots[torch.where(free.any(-1), nearest, farthest)]
 
   # One step.
 
