@@ -219,6 +219,7 @@ def test_rearrangement_numbers():
     STANDING_RATIO,
     TIP_BELOW_TOP,
     TIP_MIN_HEIGHT,
+    TOPPLE_OFFSETS,
     WALL_GAP,
     PushCfg,
   )
@@ -260,6 +261,12 @@ def test_rearrangement_numbers():
   assert speed == expert.push_speed
   (jam,) = quoted(r"A push that takes longer than (\d+) s \(jammed\)")
   assert jam == expert.stage_timeout
+  (overshoot,) = quoted(r"its thickness and (\d+) mm farther")
+  assert overshoot == mm(push.topple_overshoot)[0]
+  (offset,) = quoted(r"start may be up to (\d+) mm off the top's middle")
+  assert offset == mm(max(TOPPLE_OFFSETS))[0]
+  (lying,) = quoted(r"would be over (\d+) mm wide both\s+ways")
+  assert lying == mm(push.topple_max_width)[0]
 
 
 def test_replica_numbers():
@@ -327,6 +334,14 @@ def test_expert_numbers():
   assert slip == mm(cfg.slip_tolerance)[0]
   (timeout,) = quoted(r"a motion stage taking longer than (\d+) s")
   assert timeout == cfg.stage_timeout
+  stall, still = quoted(
+    r"descent whose tool has moved less than (\d+) mm for ([\d.]+) s off its target"
+  )
+  assert (stall, still) == (mm(cfg.stall_distance)[0], cfg.stall_time)
+  slot_gap, watch = quoted(
+    r"stays (\d+) mm from the bounding circle of\s+every object within ([\d.]+) m"
+  )
+  assert (slot_gap, watch) == (mm(cfg.slot_gap)[0], cfg.zone_watch)
   (attempts,) = quoted(r"given up after (\d+) failed attempts")
   assert attempts == cfg.max_attempts
   reach = quoted(r"reachable table \(([\d.]+) to ([\d.]+) m from the base\)")
