@@ -193,30 +193,6 @@ def test_a_stalled_lowering_releases_the_object_where_it_rests(expert):
   assert not expert.logs[0].failures
 
 
-def test_a_carry_on_its_position_but_off_its_turn_arrives_once_still(expert):
-  """A motion whose tool is on its position and still, the commanded turn
-  done, but 11 degrees off the target orientation (the arm does not follow)
-  arrives after ``stall_time``: the carry goes on to lower, no failure,
-  where it waited the 8 s timeout before."""
-  _set(expert, Stage.CARRY)
-  tool, quat = expert._tool()
-  expert.target_pos[0] = tool[0]
-  turn = quat_from_angle_axis(torch.tensor([0.2]), torch.tensor([[0.0, 0.0, 1.0]]))
-  expert.target_quat[0] = quat_mul(turn, quat)[0]
-  arm = expert.arm
-  arm._has_target[:] = True
-  arm.desired_quat_w[:] = expert.target_quat  # The commanded turn is done.
-  expert.hold_offset[0] = torch.tensor(_object_in_tool_frame(expert))
-  calls = _acts_until_leaving(expert, Stage.CARRY, 200)
-  assert (
-    CFG.stall_time / expert.env.step_dt
-    < calls
-    <= CFG.stall_time / expert.env.step_dt + 2
-  )
-  assert Stage(int(expert.stage[0])) == Stage.LOWER
-  assert not expert.logs[0].failures
-
-
 def test_motion_timeout_recovers_vertically_then_plans_again(expert):
   env = expert.env
   _set(expert, Stage.DESCEND, CFG.stage_timeout + 0.01)

@@ -824,12 +824,6 @@ class BinPickExpert:
     self.moved_at[moved] = tool_pos[moved]
     self.moved_time[moved] = self.stage_time[moved]
     stuck = self.stage_time - self.moved_time > cfg.stall_time
-    # On its position and still, its commanded turn done, yet more than
-    # rot_tolerance off the target's orientation (the arm does not follow
-    # there; measured: a carry waited its 8 s 1 mm from its target, then the
-    # recovery its 8 s): it has arrived.
-    settled = (pos_err < cfg.pos_tolerance) & ~self.via_on & stuck & ~turning
-    arrived |= settled & in_motion
     # Only a descent (the open fingers rest on the pile) and a lowering (the
     # held object rests on something) stall: a lift still pulling on a
     # wedged object may free it (measured: one took 6.4 s and was delivered).
