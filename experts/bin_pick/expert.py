@@ -827,11 +827,10 @@ class BinPickExpert:
     # Only a descent (the open fingers rest on the pile) and a lowering (the
     # held object rests on something) stall: a lift still pulling on a
     # wedged object may free it (measured: one took 6.4 s and was delivered).
-    stalls = (stage == int(Stage.DESCEND)) | (stage == int(Stage.LOWER))
-    stalled_motion = stalls & stuck & ~arrived & ~turning & ~timed_out
+    halted = stuck & ~arrived & ~turning & ~timed_out
+    blocked = halted & (stage == int(Stage.DESCEND))
     # A lowering that stalls has set the object down: release it there.
-    set_down = stalled_motion & (stage == int(Stage.LOWER))
-    stalled_motion &= ~set_down
+    set_down = halted & (stage == int(Stage.LOWER))
     rows = torch.arange(env.num_envs, device=self.device)
     obj = self.target_obj.clamp_min(0)
     obj_pos = self._object_pos()[rows, obj]
@@ -849,14 +848,14 @@ class BinPickExpert:
       torch.linalg.vector_norm(rel - self.hold_offset, dim=-1) > cfg.slip_tolerance
     )
     self._fail(slipped, "slip")
-    stalled_motion &= ~slipped
+    blocked &= ~slipped
     set_down &= ~slipped
     # Motion timeouts (recover and retreat time out into planning).
     grasping = ~(at(Stage.RECOVER) | at(Stage.RETREAT))
     for s in (Stage.MOVE_ABOVE, Stage.DESCEND, Stage.LIFT, Stage.CARRY, Stage.LOWER):
       self._fail(grasping & timed_out & at(s), f"timeout_{STAGE_NAMES[s]}")
-    self._fail(stalled_motion, "stall_descend")
-    timed_out |= stalled_motion
+    self._fail(blocked, "stall_descend")
+    timed_out |= blocked
     stalled = timed_out & (at(Stage.RECOVER) | at(Stage.RETREAT))
     self._enter(stalled, Stage.PLAN, "timeout")
     pushing = torch.zeros_like(timed_out)
