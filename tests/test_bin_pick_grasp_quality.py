@@ -91,7 +91,8 @@ def test_sphere_patch_is_the_chord_within_the_tolerance(rng):
 def _box_candidates(com, mass):
   half = np.array([0.015, 0.045, 0.02])  # Long along y.
   tri = _triangles(dict(type=mujoco.mjtGeom.mjGEOM_BOX, size=half))
-  return grasp_candidates(tri, GraspSearchCfg(), com_w=np.asarray(com), mass=mass)
+  weight = mass * 9.81  # Standard gravity, as the task's model has.
+  return grasp_candidates(tri, GraspSearchCfg(), com_w=np.asarray(com), weight=weight)
 
 
 def test_com_distance_is_the_distance_from_the_closing_line(rng):

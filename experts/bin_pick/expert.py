@@ -286,7 +286,8 @@ class BinPickExpert:
     masses = [object_mass(env.sim.mj_model, g) for g in self._object_geoms]
     # Gripper effort that presses each pad with grip_ratio x the weight (the
     # tendon turns one effort unit into RG2_OPENING_TENDON_COEF N per finger).
-    weight = torch.tensor(masses, dtype=torch.float32, device=dev) * 9.81
+    gravity = float(np.linalg.norm(env.sim.mj_model.opt.gravity))
+    weight = torch.tensor(masses, dtype=torch.float32, device=dev) * gravity
     self._grip_effort = (cfg.grip_ratio * weight / RG2_OPENING_TENDON_COEF).clamp(
       max=cfg.grip_effort_cap
     )

@@ -302,7 +302,7 @@ def grasp_candidates(
   triangles_w: np.ndarray,
   cfg: GraspSearchCfg = GraspSearchCfg(),
   com_w: np.ndarray | None = None,
-  mass: float = 0.0,
+  weight: float = 0.0,
 ) -> GraspCandidates:
   """Every candidate over directions, tilts, heights and strips, best first.
 
@@ -311,7 +311,7 @@ def grasp_candidates(
   ``height_fractions`` order, narrower widths (more room for the open pads),
   and the grasp's hold: flat pad contact over the pad width
   (``contact_patch``) and a small gravity torque about the closing line
-  (``mass`` at ``com_w``'s distance from it; the pads' friction resists
+  (the object's ``weight`` [N] at ``com_w``'s distance from it; the pads' friction resists
   a twist about that line only through their small torsional friction).
   """
   com = triangles_w.reshape(-1, 3).mean(0) if com_w is None else np.asarray(com_w)
@@ -363,7 +363,7 @@ def grasp_candidates(
           patch = contact_patch(sections, v_c, hw, u_lo, u_hi, cfg.contact_tolerance)
           arm = com - centre
           com_distance = float(np.linalg.norm(arm - (arm @ rot[:, 0]) * rot[:, 0]))
-          torque = mass * 9.81 * com_distance
+          torque = weight * com_distance
           score = (
             abs(tilt_deg) / 15.0
             + 0.5 * abs(strip)

@@ -438,12 +438,13 @@ class GraspReplica:
     budget = self.cfg.max_checks_per_object if max_checks is None else max_checks
     arm_q = self.data.qpos[self.kin.qpos_adr].copy()
     tops = {k: float(self.object_triangles(k)[..., 2].max()) for k in eligible}
+    gravity = float(np.linalg.norm(self.model.opt.gravity))
     objects = sorted(eligible, key=lambda k: -tops[k])
     candidates = {}
     for k in objects:
       com, mass = self.object_mass(k)
       candidates[k] = grasp_candidates(
-        self.object_triangles(k), self.cfg.search, com_w=com, mass=mass
+        self.object_triangles(k), self.cfg.search, com_w=com, weight=mass * gravity
       )
     for first_pass in (True, False):
       for k in objects:
