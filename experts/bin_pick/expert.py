@@ -369,6 +369,7 @@ class BinPickExpert:
     # are bounded per axis: the longer horizontal axis sets the time).
     centre = 0.5 * (self._bin_lo + self._bin_hi)
     self._slot_travel = (self._slots - centre).abs().amax(-1)
+    self._drop_centre = torch.tensor(DROP_DESTINATION, dtype=torch.float32, device=dev)
     # Each object's bounding radius about its body origin, any orientation.
     m = env.sim.mj_model
     self._object_bound = torch.tensor(
@@ -777,8 +778,8 @@ class BinPickExpert:
     pos = self._object_pos()[ids, :, :2]  # [n, K, 2]
     others = torch.ones(pos.shape[:2], dtype=torch.bool, device=self.device)
     others[torch.arange(len(ids)), self.target_obj[ids]] = False
-    zone = torch.tensor(DROP_DESTINATION, dtype=torch.float32, device=self.device)
-    others &= torch.linalg.vector_norm(pos - zone, dim=-1) < self.cfg.zone_watch
+    near = torch.linalg.vector_norm(pos - self._drop_centre, dim=-1)
+    others &= near < self.cfg.zone_watch
     gaps = torch.linalg.vector_norm(
       self._slots[None, :, None] - pos[:, None], dim=-1
     )  # [n, S, K]

@@ -311,8 +311,9 @@ def grasp_candidates(
   ``height_fractions`` order, narrower widths (more room for the open pads),
   and the grasp's hold: flat pad contact over the pad width
   (``contact_patch``) and a small gravity torque about the closing line
-  (the object's ``weight`` [N] at ``com_w``'s distance from it; the pads' friction resists
-  a twist about that line only through their small torsional friction).
+  (the object's ``weight`` [N] at ``com_w``'s distance from it; the pads'
+  friction resists a twist about that line only through their small
+  torsional friction).
   """
   com = triangles_w.reshape(-1, 3).mean(0) if com_w is None else np.asarray(com_w)
   max_width = RG2_MAX_OPENING - 2 * cfg.open_clearance
