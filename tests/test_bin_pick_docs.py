@@ -191,8 +191,6 @@ def test_grasp_search_numbers():
   )
   assert (lo, free, stroke) == mm(cfg.min_width, cfg.open_clearance, RG2_MAX_OPENING)
   assert hi == stroke - 2 * free
-  (edge,) = quoted(r"two edge strips where a pad overlaps only (\d+) mm of")
-  assert edge == mm(cfg.edge_overlap)[0]
   (tol,) = quoted(r"lying within ([\d.]+) mm of each closed pad face")
   assert tol == mm(cfg.contact_tolerance)[0]
   area, torque = quoted(

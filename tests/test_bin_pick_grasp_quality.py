@@ -116,3 +116,24 @@ def test_a_heavy_object_is_held_near_its_centre_of_mass():
   light, heavy = _box_candidates(com, 0.0), _box_candidates(com, 0.4)
   assert light.com_distance[0] == pytest.approx(0.035, abs=1e-6)
   assert heavy.com_distance[0] < 0.02
+
+
+def test_strips_of_a_box_section_by_hand(rng):
+  """A box closed across x, untilted: at every height the pad strips lie at
+  the section's middle and, where it is wider than a pad, half way from
+  there to where a pad would reach its end (when that is 2 mm or more)."""
+  cfg = GraspSearchCfg()
+  for _ in range(3):
+    half = rng.uniform([0.01, 0.008, 0.015], [0.04, 0.045, 0.04])
+    found = grasp_candidates(
+      _triangles(dict(type=mujoco.mjtGeom.mjGEOM_BOX, size=half))
+    )
+    offset = max(0.0, half[1] - HW) / 2
+    expected = [-offset, 0.0, offset] if offset >= 0.002 else [0.0]
+    for k in range(len(cfg.height_fractions) + 1):
+      pick = (found.direction == 0) & (found.tilt == 0.0) & (found.level == k)
+      assert pick.any()
+      # Tool frame of direction 0, untilted: v = -y.
+      v = -found.position_w[pick, 1]
+      assert sorted(v) == pytest.approx(expected, abs=1e-9)
+      assert sorted(found.strip[pick]) == ([-1, 0, 1] if len(expected) == 3 else [0])

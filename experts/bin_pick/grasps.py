@@ -46,10 +46,6 @@ class GraspSearchCfg:
   open_clearance: float = 0.005
   """Free space each side between the open pads and the widest point [m]."""
   min_width: float = 0.005
-  edge_overlap: float = 0.012
-  """Edge strips: a pad overlapping only this much of the section's end
-  along the pad width (a pinch on the object's edge; the hand then sits
-  farther from a wall beside the object) [m]."""
   contact_tolerance: float = 0.0015
   """Section points within this of a pad face count as its contact patch [m]."""
   area_weight: float = 1.0
@@ -76,7 +72,7 @@ class GraspCandidates:
   tilt: np.ndarray
   """Tilt about the closing axis [N] [rad]."""
   strip: np.ndarray
-  """Pad strip index [N]: 0 centre, -1/1 side strips, -2/2 edge strips."""
+  """Pad strip index [N]: 0 centre, -1/1 side strips."""
   level: np.ndarray
   """Height level index [N] (last: the lowest level)."""
   patch: np.ndarray
@@ -307,7 +303,7 @@ def grasp_candidates(
   """Every candidate over directions, tilts, heights and strips, best first.
 
   Order (lowest score first), a weighted sum: no tilt before tilts, the
-  centre strip before the side and edge strips, the preferred heights in
+  centre strip before the side strips, the preferred heights in
   ``height_fractions`` order, narrower widths (more room for the open pads),
   and the grasp's hold: flat pad contact over the pad width
   (``contact_patch``) and a small gravity torque about the closing line
@@ -347,9 +343,6 @@ def grasp_candidates(
         centres = {0: v_mid}
         if offset >= 0.002:
           centres.update({-1: v_mid - offset, 1: v_mid + offset})
-        edge = hw - cfg.edge_overlap  # Edge strips: the pad hangs over the end.
-        if v_hi - v_lo > cfg.edge_overlap and edge >= 0.002:
-          centres.update({-2: v_lo - edge, 2: v_hi + edge})
         for strip, v_c in centres.items():
           extents = [strip_extent(a, b, v_c, hw) for a, b in sections]
           extents = [e for e in extents if e is not None]

@@ -116,7 +116,7 @@ class GraspPlan:
   level: int
   """Height level index (``GraspSearchCfg.height_fractions``, then the lowest)."""
   strip: int
-  """Pad strip (0 centre, -1/1 side, -2/2 edge)."""
+  """Pad strip (0 centre, -1/1 side)."""
   direction: int
   """Closing-direction index (``GraspSearchCfg.directions`` per half turn)."""
   patch: float
