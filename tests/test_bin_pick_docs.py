@@ -322,6 +322,10 @@ def test_expert_numbers():
   assert (hand, margin) == (reach_mm + margin, mm(cfg.route_margin)[0])
   (pads,) = quoted(r"until the pads' lowest point is (\d+) mm above the released")
   assert pads == mm(cfg.zone_clearance)[0]
+  (settle_time,) = quoted(
+    r"`plan` \(it waits, at most ([\d.]+) s, until every undelivered object"
+  )
+  assert settle_time == cfg.settle_time
   (release,) = quoted(r"`release` \(pre-shaped opening, ([\d.]+) s\)")
   assert release == cfg.release_time
   (verify,) = quoted(r"`verify` \(up to (\d+) s for the evaluator's verdict")

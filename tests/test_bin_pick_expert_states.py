@@ -550,3 +550,27 @@ def test_the_drop_slot_is_the_free_one_nearest_the_bin(expert, monkeypatch):
       assert allowed[j] and gap[j] >= gap[allowed].max() - 1e-6
       outcomes.add("crowded")
   assert outcomes == {"free", "crowded"}  # Both rules were exercised.
+
+
+@pytest.mark.parametrize(
+  "speed, stage_time, then",
+  [
+    (0.05, 0.0, Stage.PLAN),
+    (0.0, 0.0, Stage.MOVE_ABOVE),
+    (0.05, CFG.settle_time, Stage.MOVE_ABOVE),
+  ],
+)
+def test_planning_waits_for_the_objects_to_be_still(expert, speed, stage_time, then):
+  # The object moving at `speed` m/s in a random horizontal direction (over
+  # the evaluator's 0.01 m/s: it just slipped or was pushed): planning waits
+  # for it to be still, at most settle_time.
+  direction = np.random.default_rng().normal(size=2)
+  obj = expert.env.scene["obj_00"]
+  state = torch.cat([obj.data.root_link_pose_w, torch.zeros(1, 6)], dim=-1)
+  state[0, 7:9] = torch.tensor(speed * direction / np.linalg.norm(direction))
+  obj.write_root_state_to_sim(state)
+  expert.env.sim.forward()
+  assert bool(_refresh_verdict(expert.env)["slow"][0, 0]) == (speed == 0.0)
+  _set(expert, Stage.PLAN, stage_time)
+  expert.act()
+  assert Stage(int(expert.stage[0])) == then

@@ -6,7 +6,8 @@ new grasp, in a thread pool. Execution is one state machine over all
 environments at once (tensor code), issuing the task's own 20 Hz Cartesian
 actions (5 mm / 1 degree per unit) and normalized gripper actions:
 
-  plan       replica: the first feasible grasp over eligible objects
+  plan       replica: the first feasible grasp over eligible objects, once
+             the objects in reach are still (at most ``settle_time``)
   move_above transit height above the grasp, hand turned to the grasp
   descend    vertical approach to the open grasp
   (the gripper is pre-shaped: opened to the grasp width plus a margin)
@@ -220,6 +221,10 @@ class BinPickExpertCfg:
   ``careful_lift`` of where it was grasped (fraction of a full action)."""
   careful_lift: float = 0.03
   """Lift height over which the object leaves the pile slowly [m]."""
+  settle_time: float = 1.5
+  """Longest wait before planning for the undelivered objects in reach to be
+  still (the evaluator's speed limits): an object that just slipped or was
+  pushed, planned where it no longer is, closes an empty grasp [s]."""
   stage_timeout: float = 8.0
   """Longest time of one motion stage once its commanded turn is done [s]."""
   stall_time: float = 1.5
@@ -965,7 +970,9 @@ class BinPickExpert:
       self._log(i, Stage.PLAN, self._finish_push(i))
     self._enter_quiet(m, Stage.PLAN)
 
-    plan_ids = at(Stage.PLAN).nonzero().flatten().tolist()
+    moving = (self._undelivered_in_reach(verdict) & ~verdict["slow"]).any(-1)
+    settled = ~moving | (self.stage_time >= cfg.settle_time)
+    plan_ids = (at(Stage.PLAN) & settled).nonzero().flatten().tolist()
     if plan_ids:
       self._plan(plan_ids)
       m = (self.stage == int(Stage.MOVE_ABOVE)) | (self.stage == int(Stage.PUSH_ABOVE))
