@@ -333,7 +333,9 @@ def env_rows(env, controller, pour, verdict, watch: Watch, sim_time: float) -> l
       outcome = "bin_cleared"
     elif watch.resets[i] > 0:
       outcome = "physics_reset"
-    elif log is not None and log.outcome == "finished":
+    elif log is not None and log.outcome is not None:
+      # The expert stopped before the step limit: it gave up, or it saw the
+      # bin cleared and an object was undelivered again later.
       outcome = "finished"
     else:
       outcome = "timeout"

@@ -5,6 +5,10 @@ rules of docs/bin_pick.md with the numbers computed here."""
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -574,3 +578,46 @@ def test_planning_waits_for_the_objects_to_be_still(expert, speed, stage_time, t
   _set(expert, Stage.PLAN, stage_time)
   expert.act()
   assert Stage(int(expert.stage[0])) == then
+
+
+def _evaluate_script(monkeypatch):
+  """``scripts/evaluate_binpick.py`` as a module (its report rows)."""
+  scripts = Path(__file__).resolve().parents[1] / "scripts"
+  monkeypatch.syspath_prepend(str(scripts))
+  spec = importlib.util.spec_from_file_location(
+    "evaluate_binpick_rows", scripts / "evaluate_binpick.py"
+  )
+  script = importlib.util.module_from_spec(spec)
+  monkeypatch.setitem(sys.modules, spec.name, script)  # Its dataclasses look it up.
+  spec.loader.exec_module(script)
+  return script
+
+
+@pytest.mark.parametrize(
+  "verified, expert_outcome, outcome, reason",
+  [
+    (True, "bin_cleared", "finished", "lost_after_delivery (outside_bin)"),
+    (False, None, "timeout", "timeout"),
+  ],
+)
+def test_an_object_undelivered_after_its_verified_delivery(
+  expert, monkeypatch, verified, expert_outcome, outcome, reason
+):
+  # The delivery verdict is per step: an object the expert verified as
+  # delivered (and then saw the bin cleared and stopped) can be undelivered
+  # at the run's end, here back in the bin. The report says so, and the
+  # environment is `finished` (its expert stopped), not `timeout`.
+  env = expert.env
+  expert.verified[0, 0] = verified
+  log = expert.logs[0]
+  log.outcome, log.outcome_time = expert_outcome, 1.0
+  if expert_outcome is not None:
+    _set(expert, Stage.DONE)
+  verdict = _refresh_verdict(env)
+  assert bool(expert.pour.in_bin[0, 0]) and not bool(verdict["delivered"][0, 0])
+  assert expert.why_undelivered(0, 0) == reason
+  script = _evaluate_script(monkeypatch)
+  watch = script.Watch.empty(1)
+  (row,) = script.env_rows(env, expert, expert.pour, verdict, watch, 2.0)
+  assert row["outcome"] == outcome
+  assert row["undelivered_reasons"] == {"obj_00": reason}

@@ -338,6 +338,9 @@ class BinPickExpert:
     self.pushes = torch.zeros(n, k, dtype=torch.long, device=dev)
     # Objects whose used attempts were renewed once by the last-resort search.
     self.renewed = torch.zeros(n, k, dtype=torch.bool, device=dev)
+    # Objects whose delivery the expert verified (the verdict is per step: a
+    # delivered object knocked away or not still later is undelivered again).
+    self.verified = torch.zeros(n, k, dtype=torch.bool, device=dev)
     self.push_end = torch.zeros(n, 3, device=dev)
     # A roll ends pinning its object until it is still (else it rolls on).
     self.push_holds = torch.zeros(n, dtype=torch.bool, device=dev)
@@ -449,6 +452,10 @@ class BinPickExpert:
 
   def why_undelivered(self, i: int, k: int) -> str:
     """Why object k of environment i is not delivered (for reports)."""
+    if bool(self.verified[i, k]):
+      first = int(failed_condition(bin_pick_verdict(self.env))[i, k])
+      names = (*CONDITIONS, "none")  # Every condition holds: delivered.
+      return f"lost_after_delivery ({names[first]})"
     if not bool(self.done[i]):
       return "timeout"
     if int(self.attempts[i, k]) >= self.cfg.max_attempts:
@@ -936,6 +943,7 @@ class BinPickExpert:
     m = at(Stage.VERIFY)
     delivered = verdict["delivered"][rows, obj]
     ok = m & delivered & (self.stage_time >= 0.2)
+    self.verified[rows[ok], obj[ok]] = True
     for i in ok.nonzero().flatten().tolist():
       self.logs[i].delivery_times.append(round(float(self.time[i]), 3))
     self._enter(ok, Stage.PLAN, "delivered")
