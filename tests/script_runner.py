@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,20 @@ def run_script(
     cwd=ROOT,
     timeout=timeout,
   )
+
+
+def load_tool(script: str):
+  """A tool of ``scripts/`` as a module (its ``__main__`` block not run), once
+  per test process; the tools import ``cli_args`` from their folder."""
+  name = f"suite_tool_{Path(script).stem}"
+  if name not in sys.modules:
+    if str(ROOT / "scripts") not in sys.path:
+      sys.path.insert(0, str(ROOT / "scripts"))
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / script)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses resolve annotations through it
+    spec.loader.exec_module(module)
+  return sys.modules[name]
 
 
 def train_two_iterations(task: str, root: Path) -> subprocess.CompletedProcess:

@@ -5,14 +5,11 @@ rules of docs/bin_pick.md with the numbers computed here."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 from mjlab.utils.lab_api.math import matrix_from_quat, quat_from_angle_axis, quat_mul
+from script_runner import load_tool
 
 from experts.bin_pick.expert import (
   GRIPPER_OPEN,
@@ -580,19 +577,6 @@ def test_planning_waits_for_the_objects_to_be_still(expert, speed, stage_time, t
   assert Stage(int(expert.stage[0])) == then
 
 
-def _evaluate_script(monkeypatch):
-  """``scripts/evaluate_binpick.py`` as a module (its report rows)."""
-  scripts = Path(__file__).resolve().parents[1] / "scripts"
-  monkeypatch.syspath_prepend(str(scripts))
-  spec = importlib.util.spec_from_file_location(
-    "evaluate_binpick_rows", scripts / "evaluate_binpick.py"
-  )
-  script = importlib.util.module_from_spec(spec)
-  monkeypatch.setitem(sys.modules, spec.name, script)  # Its dataclasses look it up.
-  spec.loader.exec_module(script)
-  return script
-
-
 @pytest.mark.parametrize(
   "verified, expert_outcome, outcome, reason",
   [
@@ -601,7 +585,7 @@ def _evaluate_script(monkeypatch):
   ],
 )
 def test_an_object_undelivered_after_its_verified_delivery(
-  expert, monkeypatch, verified, expert_outcome, outcome, reason
+  expert, verified, expert_outcome, outcome, reason
 ):
   # The delivery verdict is per step: an object the expert verified as
   # delivered (and then saw the bin cleared and stopped) can be undelivered
@@ -616,7 +600,7 @@ def test_an_object_undelivered_after_its_verified_delivery(
   verdict = _refresh_verdict(env)
   assert bool(expert.pour.in_bin[0, 0]) and not bool(verdict["delivered"][0, 0])
   assert expert.why_undelivered(0, 0) == reason
-  script = _evaluate_script(monkeypatch)
+  script = load_tool("evaluate_binpick.py")
   watch = script.Watch.empty(1)
   (row,) = script.env_rows(env, expert, expert.pour, verdict, watch, 2.0)
   assert row["outcome"] == outcome

@@ -9,12 +9,11 @@ non-zero exit, no traceback.
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
 import pytest
-from script_runner import ROOT, run_script
+from script_runner import ROOT, load_tool, run_script
 
 SCRIPTS = ROOT / "scripts"
 sys.path.insert(0, str(SCRIPTS))  # The tools import cli_args from their folder.
@@ -230,17 +229,6 @@ MISSING = {
   "render_poses.py": ["--output", "{new}"],
   "merge_demos.py": ["{file}", "--output", "{new}.hdf5"],  # one input
 }
-
-
-def load_tool(script: str):
-  """The tool's module (its ``__main__`` block not run)."""
-  name = f"suite_tool_{Path(script).stem}"
-  if name not in sys.modules:
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / script)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses resolve annotations through it
-    spec.loader.exec_module(module)
-  return sys.modules[name]
 
 
 @pytest.fixture
