@@ -4,11 +4,9 @@ and re-rendering from recorded poses."""
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import math
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +14,7 @@ import mujoco
 import numpy as np
 import pytest
 import torch
-from script_runner import run_script
+from script_runner import load_tool, run_script
 
 from experts.bin_pick.grasps import (
   body_triangles_w,
@@ -267,13 +265,8 @@ def _evaluate_in_process(out_dir: Path, **flags) -> FinalSim:
 
   with pytest.MonkeyPatch.context() as mp:
     mp.setattr(c_engine, "make_env", recording_make_env)
-    mp.syspath_prepend(str(ROOT / "scripts"))
-    spec = importlib.util.spec_from_file_location(
-      "evaluate_binpick_under_test", ROOT / "scripts" / "evaluate_binpick.py"
-    )
-    script = importlib.util.module_from_spec(spec)
-    mp.setitem(sys.modules, spec.name, script)  # Its dataclasses look it up.
-    spec.loader.exec_module(script)
+    # The tool imports make_env when it builds, so it finds the recorder.
+    script = load_tool("evaluate_binpick.py")
     assert script.main(script.Args(output=out_dir, **flags)) == 0
   return captured["sim"]
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shlex
 import sys
 
-from script_runner import ROOT
+from script_runner import ROOT, load_tool
 
 sys.path.insert(0, str(ROOT / "scripts"))
 
@@ -31,12 +30,7 @@ def test_first_block_sets_up_then_runs_a_task_batch(tmp_path, capsys):
   assert "--num-envs" in argv and "--output" in argv
   # Its flags pass the tool's own checks (the output folder moved to tmp_path).
   argv[argv.index("--output") + 1] = str(tmp_path / "first_run")
-  spec = importlib.util.spec_from_file_location(
-    "suite_tool_evaluate_cube_tray_readme", ROOT / "scripts" / "evaluate_cube_tray.py"
-  )
-  tool = importlib.util.module_from_spec(spec)
-  sys.modules[spec.name] = tool
-  spec.loader.exec_module(tool)
+  tool = load_tool("evaluate_cube_tray.py")
   args = cli_args.parse(tool.Args, argv)
   tool.check_args(args)
   assert capsys.readouterr().err == ""

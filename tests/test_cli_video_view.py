@@ -8,14 +8,12 @@ inside the picture, and together span most of it.
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
-import sys
 
 import mujoco
 import numpy as np
 import pytest
-from script_runner import ROOT
+from script_runner import load_tool
 
 from assets.ur5_rg2.kinematics import ArmKinematics
 from mjlab_tasks.common.video import CameraView
@@ -32,14 +30,7 @@ HOME = np.array([0.0, -np.pi / 2, np.pi / 2, -np.pi / 2, -np.pi / 2, 0.0])
 
 
 def load_view() -> CameraView:
-  sys.path.insert(0, str(ROOT / "scripts"))
-  spec = importlib.util.spec_from_file_location(
-    "suite_tool_evaluate_cube_tray_view", ROOT / "scripts" / "evaluate_cube_tray.py"
-  )
-  module = importlib.util.module_from_spec(spec)
-  sys.modules[spec.name] = module
-  spec.loader.exec_module(module)
-  return CameraView(**module.VIDEO_VIEW)
+  return CameraView(**load_tool("evaluate_cube_tray.py").VIDEO_VIEW)
 
 
 def project(model, view: CameraView, points: np.ndarray) -> np.ndarray:
