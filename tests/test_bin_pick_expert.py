@@ -432,6 +432,9 @@ def test_small_run_reports_match_the_simulation(small_run):
     assert env_report["delivered"] == delivered, i
     if delivered == int(poured.sum()) > 0:
       assert env_report["outcome"] == "bin_cleared", i
+      # Cleared at the last step, so first cleared at some step up to it.
+      cleared_at = env_report["cleared_at_s"]
+      assert 0 < cleared_at <= report["summary"]["simulated_time_s"] + 1e-6, i
     else:
       assert env_report["outcome"] in ("finished", "timeout"), i
     assert env_report["undelivered_objects"] == [

@@ -605,3 +605,39 @@ def test_an_object_undelivered_after_its_verified_delivery(
   (row,) = script.env_rows(env, expert, expert.pour, verdict, watch, 2.0)
   assert row["outcome"] == outcome
   assert row["undelivered_reasons"] == {"obj_00": reason}
+
+
+def test_a_bin_cleared_at_one_step_is_reported_beside_the_last_steps_outcome(expert):
+  # ManiSkill reports success_once beside success_at_end; the report's
+  # outcome is the last step's verdict and `cleared_at_s` the first step the
+  # bin was cleared (the task's termination would have ended the episode
+  # there). The one poured box is set down at the drop point, still: the
+  # bin is cleared at that step; then back in the bin, as it was poured.
+  env, script = expert.env, load_tool("evaluate_binpick.py")
+  obj = env.scene["obj_00"]
+  poured = torch.cat([obj.data.root_link_pose_w, torch.zeros(1, 6)], dim=-1)
+  on_table = torch.zeros(1, 13)
+  half_height = expert.pour.cfg.objects[0].extent[2]
+  on_table[0, :3] = env.scene.env_origins[0] + torch.tensor([0.3, 0.4, half_height])
+  on_table[0, 3] = 1.0
+  cleared_step = int(np.random.default_rng().integers(2, 30))
+  watch = script.Watch.empty(1)
+  quiet = torch.zeros(1, dtype=torch.bool)
+  for step in range(1, cleared_step + 5):
+    obj.write_root_state_to_sim(on_table if step >= cleared_step else poured)
+    env.sim.forward()
+    verdict = _refresh_verdict(env)
+    assert bool(verdict["bin_cleared"][0]) == (step >= cleared_step)
+    watch.steps = step
+    watch.update(env, expert.pour.cfg.names, quiet, quiet)
+  obj.write_root_state_to_sim(poured)
+  env.sim.forward()
+  verdict = _refresh_verdict(env)
+  (row,) = script.env_rows(env, expert, expert.pour, verdict, watch, 2.0)
+  assert row["outcome"] == "timeout"
+  assert row["cleared_at_s"] == round(cleared_step * env.step_dt, 3)
+  summary = script.summarize([row], expert, 1, 2.0, 1.0, cleared_step + 4)
+  assert summary["outcomes"] == {"timeout": 1} and summary["cleared_at_some_step"] == 1
+  never = script.Watch.empty(1)
+  (row,) = script.env_rows(env, expert, expert.pour, verdict, never, 2.0)
+  assert row["cleared_at_s"] is None
