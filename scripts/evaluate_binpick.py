@@ -524,7 +524,8 @@ def delivery_note(summary: dict) -> str:
   """The expert's time per delivery (it records each delivery; a policy not)."""
   if "mean_time_per_delivery_s" not in summary:
     return ""
-  return f"time per delivery {summary['mean_time_per_delivery_s']} s; "
+  t = summary["mean_time_per_delivery_s"]
+  return "no verified delivery; " if t is None else f"time per delivery {t} s; "
 
 
 def main(args: Args) -> int:
