@@ -52,6 +52,11 @@ TABLE = (0.35, 0.15, 0.6, 0.55)  # Table top drawn in videos: centre, half sizes
 SPEED_OUTLIER = (2.0, 50.0)  # Object linear [m/s] / angular [rad/s] speeds.
 BIN_WIDTH_RANGE = (0.06, 0.4)  # Supported inner bin width and height [m].
 BIN_HEIGHT_RANGE = (0.03, 0.3)
+# Once every expert has stopped, the run goes on (the arms idle) until every
+# poured object is still by the delivery rule's speed limits, for at most
+# this long [s]: stopping early must not judge an object that a placement or
+# a neighbour set rocking at an instant a run to --max-steps would not.
+SETTLE_S = 5.0
 
 
 @dataclass
@@ -62,7 +67,9 @@ class Args:
   """Objects requested per bin; the pourer stops earlier when the pile reaches
   its stopping height, so compare the actual poured counts."""
   max_steps: int = 3600
-  """Policy steps (20 Hz) per environment; an unfinished bin is a timeout."""
+  """Policy steps (20 Hz) per environment; an unfinished bin is a timeout.
+  The expert's run ends sooner once it has stopped in every environment and
+  every poured object is still (at most 5 s after it stopped)."""
   bin_width: float = 0.128
   """Inner bin width [m] (default: the historical 128 mm)."""
   bin_height: float = 0.150
@@ -185,6 +192,14 @@ def all_done(controller) -> bool:
   return is_expert(controller) and bool(controller.done.all())
 
 
+def all_still(env) -> bool:
+  """Every poured object is slow by the delivery rule (delivered or not)."""
+  from mjlab_tasks.bin_pick import mdp
+
+  slow = mdp.bin_pick_verdict(env)["slow"]
+  return bool((slow | ~mdp.bin_pick_objects(env).poured).all())
+
+
 def make_recorder(env, args: Args):
   """Pose recorder of the filmed environments (scene and wrist views)."""
   if not args.videos:
@@ -239,6 +254,8 @@ class Watch:
   resets: torch.Tensor
   first_cleared_step: torch.Tensor
   steps: int = 0
+  settle_steps: int = 0
+  """Steps run after every expert had stopped (see ``SETTLE_S``)."""
 
   @classmethod
   def empty(cls, n: int) -> Watch:
@@ -305,13 +322,19 @@ class Watch:
 
 
 def run(env, controller, recorder, max_steps: int, names) -> Watch:
-  """Step the controller until --max-steps (or the expert is done)."""
+  """Step the controller until --max-steps, or until the expert is done and
+  the objects still (``SETTLE_S``)."""
   from mjlab_tasks.bin_pick import mdp
 
   watch = Watch.empty(env.num_envs)
   video_every = max(1, round(1.0 / (VIDEO_FPS * env.step_dt)))
+  settle_steps = round(SETTLE_S / env.step_dt)
   with tqdm(total=max_steps, desc="bin_pick steps", unit="step") as bar:
-    while watch.steps < max_steps and not all_done(controller):
+    while watch.steps < max_steps:
+      if all_done(controller):
+        if all_still(env) or watch.settle_steps >= settle_steps:
+          break
+        watch.settle_steps += 1
       if recorder is not None and watch.steps % video_every == 0:
         recorder.capture(env.sim.data, env.scene.env_origins)
       _, _, terminated, truncated, _ = env.step(controller.act())
@@ -552,6 +575,8 @@ def main(args: Args) -> int:
   per_env = env_rows(env, controller, pour, verdict, watch, sim_time)
   n = args.num_envs
   summary = summarize(per_env, controller, n, sim_time, wall, watch.steps)
+  if is_expert(controller):
+    summary["settle_after_stop_s"] = round(watch.settle_steps * env.step_dt, 3)
   report = {
     "task": TASK,
     "controller": EXPERT if is_expert(controller) else controller.description,

@@ -641,3 +641,31 @@ def test_a_bin_cleared_at_one_step_is_reported_beside_the_last_steps_outcome(exp
   never = script.Watch.empty(1)
   (row,) = script.env_rows(env, expert, expert.pour, verdict, never, 2.0)
   assert row["cleared_at_s"] is None
+
+
+def test_a_stopped_run_ends_once_the_objects_are_still(expert):
+  # The expert has stopped; the evaluation run goes on until the objects are
+  # still (stopping at once would judge a just-placed, rocking object at an
+  # instant a run to --max-steps would not), for at most SETTLE_S.
+  env, script = expert.env, load_tool("evaluate_binpick.py")
+  names = expert.pour.cfg.names
+  _set(expert, Stage.DONE)
+  assert bool(expert.done.all())
+  # Still: the run ends before its first step.
+  assert script.run(env, expert, None, 100, names).steps == 0
+  # Thrown onto the table beside the drop point: it flies, lands, slides.
+  obj = env.scene["obj_00"]
+  rng = np.random.default_rng()
+  state = torch.zeros(1, 13)
+  state[0, :3] = env.scene.env_origins[0] + torch.tensor(
+    [0.3, 0.4, 0.05 + rng.uniform(0.0, 0.05)]
+  )
+  state[0, 3] = 1.0
+  state[0, 7:9] = torch.tensor(rng.uniform(-0.3, 0.3, 2))
+  obj.write_root_state_to_sim(state)
+  env.sim.forward()
+  assert not bool(_refresh_verdict(env)["slow"][0, 0])
+  watch = script.run(env, expert, None, 1000, names)
+  limit = round(script.SETTLE_S / env.step_dt)
+  assert 0 < watch.steps == watch.settle_steps <= limit
+  assert watch.settle_steps == limit or script.all_still(env)
