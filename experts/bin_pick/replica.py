@@ -89,7 +89,7 @@ class ReplicaCfg:
   """The budget of the last search, made only when neither a grasp within
   ``max_checks_per_object`` nor a rearrangement was found, before an
   environment would give up (measured: a feasible grasp 163 checks deep was
-  missed and the environment stopped with 120 s left: docs/bin_pick.md)."""
+  missed and the environment stopped with 120 s left: docs/bin_pick_history.md)."""
   search: GraspSearchCfg = field(default_factory=GraspSearchCfg)
 
 
