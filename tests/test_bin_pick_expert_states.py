@@ -661,7 +661,9 @@ def test_a_stopped_run_ends_once_the_objects_are_still(expert):
     [0.3, 0.4, 0.05 + rng.uniform(0.0, 0.05)]
   )
   state[0, 3] = 1.0
-  state[0, 7:9] = torch.tensor(rng.uniform(-0.3, 0.3, 2))
+  heading = rng.uniform(0.0, 2.0 * np.pi)  # At 0.1 to 0.3 m/s: never still at once.
+  speed = rng.uniform(0.1, 0.3)
+  state[0, 7:9] = torch.tensor([speed * np.cos(heading), speed * np.sin(heading)])
   obj.write_root_state_to_sim(state)
   env.sim.forward()
   assert not bool(_refresh_verdict(env)["slow"][0, 0])
