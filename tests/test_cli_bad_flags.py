@@ -121,6 +121,8 @@ BAD = {
     ["--run", "{dir}"],  # No event file in it.
     ["--output", "{new}.txt"],
     ["--output", "{png}"],  # Exists.
+    ["--label", "a", "b"],  # Two labels, one run.
+    ["--smooth", "0"],
   ],
   "render_poses.py": [
     ["--poses", "{new}.npz"],
@@ -239,6 +241,9 @@ def paths(tmp_path) -> dict[str, str]:
   (tmp_path / "run.mjb").write_bytes(b"")
   (tmp_path / "train_run").mkdir()
   (tmp_path / "train_run" / "events.out.tfevents.0").write_bytes(b"")
+  (tmp_path / "train_run" / "params").mkdir()
+  for name in ("env.yaml", "agent.yaml"):
+    (tmp_path / "train_run" / "params" / name).write_text("")
   (tmp_path / "old.png").write_bytes(b"")
   (tmp_path / "model_1.pt").write_bytes(b"")
   (tmp_path / "old.onnx").write_bytes(b"")

@@ -153,9 +153,14 @@ def test_bad_engine_and_task_are_one_line_errors():
 
 
 def test_plot_training_reads_the_run_and_draws_the_curves(tmp_path):
+  """An event file as rsl_rl writes it (torch's SummaryWriter), plotted
+  against environment steps and wall-clock minutes."""
   from torch.utils.tensorboard import SummaryWriter
 
   run = tmp_path / "run"
+  (run / "params").mkdir(parents=True)
+  (run / "params" / "env.yaml").write_text("scene:\n  num_envs: 4\n")
+  (run / "params" / "agent.yaml").write_text("num_steps_per_env: 8\n")
   writer = SummaryWriter(str(run))
   success = [0.0, 0.0, 0.25, 0.5, 0.75]
   for it, value in enumerate(success):
@@ -163,15 +168,20 @@ def test_plot_training_reads_the_run_and_draws_the_curves(tmp_path):
     writer.add_scalar("Episode_Metrics/grasped", 1.0 - value, it)
   writer.close()
   out = tmp_path / "curves.png"
-  result = run_script("plot_training.py", "--run", str(run), "--output", str(out))
+  result = run_script(
+    "plot_training.py", "--run", str(run), "--output", str(out), "--smooth", "1"
+  )
   assert result.returncode == 0, result.stderr[-2000:]
-  assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 5_000
-  summary = json.loads(out.with_suffix(".json").read_text())["summary"]
-  assert summary["Episode_Metrics/success"] == {
+  for png in (out, tmp_path / "curves_time.png"):
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5_000
+  (data,) = json.loads(out.with_suffix(".json").read_text())["runs"]
+  summary = data["summary"]
+  assert (summary["iterations"], summary["env_steps"]) == (5, 5 * 4 * 8)
+  assert summary["tags"]["Episode_Metrics/success"] == {
     "first": 0.0,
     "last": 0.75,
     "best": 0.75,
-    "iterations": 5,
+    "best_iteration": 4,
   }
-  assert summary["Episode_Metrics/grasped"]["first"] == 1.0
-  assert "Episode_Metrics/lifted" not in summary  # Absent tags are skipped.
+  assert summary["tags"]["Episode_Metrics/grasped"]["first"] == 1.0
+  assert "Episode_Metrics/lifted" not in summary["tags"]  # Absent tags are skipped.
