@@ -2,12 +2,15 @@
 
 Everything runs on the C engine (CPU, bitwise deterministic) with 1 to 3
 environments. References are mjlab environments built and stepped directly
-(``make_env``), never through the Gymnasium wrapper.
+(``make_env``), never through the Gymnasium wrappers: ``MjlabVectorEnv``
+(``gym.make_vec``) and the single ``MjlabEnv`` (``gym.make``).
 """
 
 from __future__ import annotations
 
+import math
 import os
+import random
 import subprocess
 import sys
 import warnings
@@ -21,9 +24,11 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from mjlab.tasks.registry import load_env_cfg
 
 import mjlab_tasks.tasks  # noqa: F401 - mjlab's registry (load_env_cfg)
+from assets.ur5_rg2.model import ARM_JOINT_LIMIT
 from mjlab_tasks.bin_pick.env_cfg import bin_pick_env_cfg
 from mjlab_tasks.common.c_engine import make_env
-from mjlab_tasks.common.gym_env import MjlabVectorEnv
+from mjlab_tasks.common.gym_env import MjlabEnv, MjlabVectorEnv
+from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
 
 CUBE = "CubeTray-UR5-RG2"
 BIN = "BinPick-UR5-RG2"
@@ -42,7 +47,13 @@ def _cfg(task: str, num_envs: int, play: bool = False):
 
 def _make(task: str, num_envs: int, **kwargs) -> MjlabVectorEnv:
   kwargs.setdefault("env_cfg", _cfg(task, num_envs, kwargs.get("play", False)))
-  return gym.make(task, num_envs=num_envs, engine="mujoco", **kwargs)
+  return gym.make_vec(task, num_envs=num_envs, engine="mujoco", **kwargs)
+
+
+def _make_one(task: str, **kwargs) -> gym.Env:
+  """The single environment, through ``gym.make`` (Gymnasium's wrappers on)."""
+  kwargs.setdefault("env_cfg", _cfg(task, 1, kwargs.get("play", False)))
+  return gym.make(task, engine="mujoco", **kwargs)
 
 
 def _actions(space: gym.Space, steps: int, seed: int) -> list[np.ndarray]:
@@ -79,11 +90,28 @@ def _mjlab_rollout(cfg, seed: int, actions: list, group: str = "actor") -> list[
     env.close()
 
 
-def test_ids_are_registered_and_make_returns_the_vector_env():
+def test_ids_are_registered_and_make_returns_one_env():
   for gym_id in IDS:
     assert gym_id in gym.registry
     assert gym.envs.registration.parse_env_id(gym_id) == (None, gym_id, None)
-  env = gym.make(CUBE, num_envs=2, engine="mujoco")
+  env = gym.make(CUBE, engine="mujoco")
+  try:
+    assert isinstance(env, gym.Env) and not isinstance(env, VectorEnv)
+    # Gymnasium's default wrappers around the suite's environment.
+    assert isinstance(env, gym.wrappers.OrderEnforcing)
+    assert type(env.unwrapped) is MjlabEnv and env.spec.id == CUBE
+    assert env.unwrapped.mjlab_env.num_envs == 1
+    assert env.unwrapped.engine == "mujoco" and env.unwrapped.device == "cpu"
+  finally:
+    env.close()
+  with pytest.raises(
+    ValueError, match=r"gym\.make_vec\('CubeTray-UR5-RG2', num_envs=8"
+  ):
+    gym.make(CUBE, num_envs=8, engine="mujoco")
+
+
+def test_make_vec_returns_the_vector_env():
+  env = gym.make_vec(CUBE, num_envs=2, engine="mujoco")
   try:
     assert isinstance(env, VectorEnv) and type(env) is MjlabVectorEnv
     assert env.num_envs == 2 and env.spec.id == CUBE
@@ -118,9 +146,10 @@ def test_module_colon_id_needs_no_prior_import():
   code = (
     "import sys, gymnasium as gym\n"
     "assert 'mjlab_tasks' not in sys.modules\n"
-    "env = gym.make('mjlab_tasks:CubeTray-UR5-RG2', num_envs=1, engine='mujoco')\n"
+    "env = gym.make('mjlab_tasks:CubeTray-UR5-RG2', engine='mujoco')\n"
     "obs, info = env.reset(seed=0)\n"
-    "assert isinstance(env, gym.vector.VectorEnv) and obs in env.observation_space\n"
+    "assert type(env.unwrapped).__name__ == 'MjlabEnv'\n"
+    "assert obs in env.observation_space\n"
     "env.close()\n"
     "print('ok')\n"
   )
@@ -142,10 +171,9 @@ def test_rgb_array_renders_after_mujoco_bound_glfw():
     "import mujoco\n"
     "os.environ['MUJOCO_GL'] = 'egl'\n"
     "import gymnasium as gym, mjlab_tasks\n"
-    "env = gym.make('CubeTray-UR5-RG2', num_envs=1, engine='mujoco',"
-    " render_mode='rgb_array')\n"
+    "env = gym.make('CubeTray-UR5-RG2', engine='mujoco', render_mode='rgb_array')\n"
     "env.reset(seed=0)\n"
-    "(frame,) = env.render()\n"
+    "frame = env.render()\n"
     "assert frame.shape[2] == 3 and frame.std() > 0\n"
     "env.close()\n"
     "print('ok')\n"
@@ -304,10 +332,8 @@ def test_reset_seed_determinism_on_the_c_engine():
 
 
 def test_gymnasium_reset_checks():
-  """Gymnasium's own checks that hold for a vector environment. Not run:
-  ``check_env`` as a whole and ``check_step_determinism``, which require a
-  single environment's scalar ``truncated`` (the step determinism is
-  checked by the test above)."""
+  """Gymnasium's own checks that hold for a vector environment (``check_env``
+  as a whole is for single environments: see the single env's test)."""
   env = _make(CUBE, 1)
   try:
     env_checker.check_reset_return_type(env)
@@ -355,11 +381,13 @@ def test_bad_arguments_are_refused():
   with pytest.raises(ValueError, match="render_mode"):
     MjlabVectorEnv(CUBE, num_envs=1, engine="mujoco", render_mode="human")
   with pytest.raises(ValueError, match="array_type"):
-    gym.make(CUBE, num_envs=1, engine="mujoco", array_type="jax")
+    gym.make_vec(CUBE, num_envs=1, engine="mujoco", array_type="jax")
   with pytest.raises(ValueError, match="num_envs"):
-    gym.make(CUBE, num_envs=0, engine="mujoco")
+    gym.make_vec(CUBE, num_envs=0, engine="mujoco")
   with pytest.raises(ValueError, match="obs_group"):
-    gym.make(CUBE, num_envs=1, engine="mujoco", obs_group="policy")
+    gym.make_vec(CUBE, num_envs=1, engine="mujoco", obs_group="policy")
+  with pytest.raises(ValueError, match="obs_group"):
+    gym.make(CUBE, engine="mujoco", obs_group="policy")
   env = _make(CUBE, 2)
   try:
     with pytest.raises(ValueError, match="seed"):
@@ -392,7 +420,7 @@ def test_gymnasium_vector_wrappers_see_whole_episodes():
 
 def test_warp_engine_on_the_cpu_matches_mjlab():
   """The ``engine="warp"`` path (MuJoCo Warp on the CPU here), torch arrays."""
-  env = gym.make(CUBE, num_envs=1, engine="warp", device="cpu", array_type="torch")
+  env = gym.make_vec(CUBE, num_envs=1, engine="warp", device="cpu", array_type="torch")
   actions = _actions(env.action_space, 2, seed=6)
   try:
     assert env.engine == "warp"
@@ -416,7 +444,7 @@ def test_warp_engine_on_the_cpu_matches_mjlab():
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_defaults_to_warp_with_tensors_on_the_gpu():
-  env = gym.make(CUBE, num_envs=64, array_type="torch")
+  env = gym.make_vec(CUBE, num_envs=64, array_type="torch")
   try:
     assert env.engine == "warp" and env.device == "cuda:0"
     obs, _ = env.reset(seed=0)
@@ -450,3 +478,281 @@ def test_rgb_array_render():
     assert plain.render() is None
   finally:
     plain.close()
+
+
+# The single environment (gym.make).
+
+
+def _unexpected(record: list) -> list[str]:
+  """Warnings other than the three Gymnasium's ``check_env`` gives for these
+  spaces by design: observations unbounded, actions in the terms' units."""
+  expected = (
+    "recommend using a symmetric and normalized space",
+    "observation space minimum value is -infinity",
+    "observation space maximum value is infinity",
+  )
+  return [
+    str(w.message) for w in record if not any(e in str(w.message) for e in expected)
+  ]
+
+
+@pytest.mark.parametrize("task", [CUBE, BIN])
+def test_single_env_passes_gymnasium_check_env(task):
+  """Every default check of ``check_env``, step determinism, the render and
+  close checks (each a new environment from the spec) included."""
+  env = _make_one(task)
+  try:
+    with warnings.catch_warnings(record=True) as record:
+      warnings.simplefilter("always")
+      env_checker.check_env(env.unwrapped)
+    assert _unexpected(record) == []
+    obs, info = env.reset(seed=4)
+    dim = env.unwrapped.mjlab_env.observation_manager.group_obs_dim["actor"]
+    assert obs.shape == dim and obs.dtype == np.float32 and isinstance(info, dict)
+    obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
+    assert obs.shape == dim and obs in env.observation_space
+    assert type(reward) is float and math.isfinite(reward)
+    assert terminated is False and truncated is False and isinstance(info, dict)
+  finally:
+    env.close()
+
+
+def test_single_env_matches_mjlab_across_an_episode_end():
+  """Play configuration with 4-step episodes. References: mjlab without
+  auto-reset, reset by hand (the terminal observation, then the next
+  episode), and mjlab's own auto-reset (the first observation after it)."""
+  steps = 4
+  env = _make_one(CUBE, play=True, env_cfg=_short_episode_cfg(1, True, steps))
+  actions = [a[None] for a in _actions(env.action_space, steps + 2, seed=12)]
+  want = _mjlab_rollout(_short_episode_cfg(1, False, steps), 13, actions)
+  after_reset = _mjlab_rollout(_short_episode_cfg(1, True, steps), 13, actions)
+  try:
+    obs, _ = env.reset(seed=13)
+    np.testing.assert_array_equal(obs, want[0][0][0].numpy())
+    for t, action in enumerate(actions, 1):
+      if t == steps + 1:
+        with pytest.raises(RuntimeError, match="reset"):
+          env.step(action[0])
+        obs, info = env.reset()
+        np.testing.assert_array_equal(obs, after_reset[steps][0][0].numpy())
+        # The episode's log comes with the reset that follows it.
+        assert info["log"]["Episode_Termination/time_out"] == 1.0
+      obs, reward, terminated, truncated, _ = env.step(action[0])
+      np.testing.assert_array_equal(obs, want[t][0][0].numpy())
+      assert reward == float(want[t][1][0])
+      assert terminated is False and not want[t][2][0]
+      assert truncated is (t == steps) and truncated == bool(want[t][3][0])
+  finally:
+    env.close()
+
+
+def test_single_env_render_returns_one_frame():
+  env = _make_one(CUBE, render_mode="rgb_array")
+  try:
+    env.reset(seed=0)
+    frame = env.render()
+    viewer = env.unwrapped.mjlab_env.cfg.viewer
+    assert frame.shape == (viewer.height, viewer.width, 3) and frame.dtype == np.uint8
+  finally:
+    env.close()
+
+
+# The action space: the range the action terms respond to.
+
+
+def _cartesian_term(mjlab_env):
+  from mjlab_tasks.common.actions import CartesianPoseAction
+
+  manager = mjlab_env.action_manager
+  (term,) = [
+    manager.get_term(n)
+    for n in manager.active_terms
+    if isinstance(manager.get_term(n), CartesianPoseAction)
+  ]
+  return term
+
+
+def _lead_after(arm, axis: int, sign: float, units: float) -> float:
+  """How far [m] the Cartesian term's new target leads the tool along
+  ``sign * axis`` after an action of ``units`` that way, its previous
+  target leading the tool by ``max_target_lead`` the opposite way (the
+  farthest a previous target can be)."""
+  pos, quat = arm.tool_pose_w()
+  direction = torch.zeros(3)
+  direction[axis] = sign
+  arm.desired_pos_w[:] = pos - arm.cfg.max_target_lead * direction
+  arm.desired_quat_w[:] = quat
+  arm.has_target[:] = True
+  action = torch.zeros(1, 6)
+  action[0, axis] = sign * float(units)
+  arm.process_actions(action)
+  return float((arm.desired_pos_w - pos)[0] @ direction)
+
+
+def _saturating_units(arm, axis: int, sign: float) -> float:
+  """The smallest action that takes the target as far as it can go, found by
+  bisection on the term itself (no formula)."""
+  lead = arm.cfg.max_target_lead
+  low, high = 0.0, 1000.0
+  assert _lead_after(arm, axis, sign, high) == pytest.approx(lead, abs=1e-7)
+  for _ in range(50):
+    mid = 0.5 * (low + high)
+    if _lead_after(arm, axis, sign, mid) >= lead - 1e-7:
+      high = mid
+    else:
+      low = mid
+  return high
+
+
+def test_action_bounds_are_the_terms_real_range():
+  env = _make(CUBE, 1)
+  try:
+    space = env.single_action_space
+    np.testing.assert_array_equal(space.low, -space.high)
+    np.testing.assert_array_equal(env.action_space.high, space.high[None])
+    arm = _cartesian_term(env.mjlab_env)
+    env.reset(seed=0)
+    for axis in range(3):
+      for sign in (1.0, -1.0):
+        found = _saturating_units(arm, axis, sign)
+        assert space.high[axis] == pytest.approx(found, rel=1e-4)
+      # Half the bound (4 units of 5 mm) cannot reverse a full lead.
+      assert _lead_after(arm, axis, 1.0, space.high[axis] / 2) < 1e-6
+    # Rotation: 4 degrees per step, the wrappers' choice (no controller limit).
+    np.testing.assert_allclose(
+      space.high[3:6] * arm.cfg.rotation_scale, math.radians(4.0), rtol=1e-6
+    )
+    assert space.high[6] == 1.0  # the gripper term clips to [-1, 1]
+  finally:
+    env.close()
+  # Deltas from the tool pose instead of the previous target: half the range.
+  cfg = _cfg(CUBE, 1)
+  cfg.actions["arm"].use_target = False
+  tool = _make(CUBE, 1, env_cfg=cfg)
+  try:
+    arm = _cartesian_term(tool.mjlab_env)
+    tool.reset(seed=0)
+    found = _saturating_units(arm, 0, 1.0)
+    assert tool.single_action_space.high[0] == pytest.approx(found, rel=1e-4)
+    lead_units = arm.cfg.max_target_lead / arm.cfg.translation_scale
+    assert found == pytest.approx(lead_units, rel=1e-4)
+  finally:
+    tool.close()
+  # Joint targets: the arm joints' limits (and the gripper).
+  cfg = cube_tray_env_cfg(arm_action="joint", num_envs=1)
+  joint = _make(CUBE, 1, env_cfg=cfg)
+  try:
+    high = joint.single_action_space.high
+    np.testing.assert_allclose(high[:6], ARM_JOINT_LIMIT, rtol=1e-6)
+    assert high[6] == 1.0
+  finally:
+    joint.close()
+
+
+def _robot_state_after(cfg, seed: int, action, lead_axis: int | None = None):
+  """qpos and qvel after one step of mjlab (no wrapper, no clamping) from a
+  seeded reset; with ``lead_axis``, the previous target first leads the
+  tool by ``max_target_lead`` along -axis."""
+  env = make_env(cfg, device="cpu", engine="mujoco")
+  try:
+    env.reset(seed=seed)
+    if lead_axis is not None:
+      arm = _cartesian_term(env)
+      pos, quat = arm.tool_pose_w()
+      arm.desired_pos_w[:] = pos
+      arm.desired_pos_w[:, lead_axis] -= arm.cfg.max_target_lead
+      arm.desired_quat_w[:] = quat
+      arm.has_target[:] = True
+    env.step(torch.as_tensor(np.asarray(action, np.float32)[None]))
+    data = env.sim.data
+    return torch.cat([data.qpos[0], data.qvel[0]]).numpy()
+  finally:
+    env.close()
+
+
+def test_actions_beyond_the_bound_change_nothing_more():
+  """mjlab stepped directly: an action past the bound along one axis gives the
+  next state the bound gives, one at half the bound does not; through the
+  wrapper, which clamps, past the bound and at it are the same step."""
+  cfg = _cfg(CUBE, 1, play=True)
+  env = _make_one(CUBE, play=True)
+  high = env.action_space.high
+  try:
+    obs = []
+    for scale in (1.0, 3.0):
+      env.reset(seed=6)
+      obs.append(env.step(scale * high)[0])
+    np.testing.assert_array_equal(obs[0], obs[1])
+  finally:
+    env.close()
+  # +x at the bound, past it, at half of it; the gripper open (as at reset).
+  moves = np.zeros((3, 7), np.float32)
+  moves[:, 0] = high[0] * np.array([1.0, 3.0, 0.5])
+  moves[:, 6] = 1.0
+  states = [_robot_state_after(cfg, 6, a, lead_axis=0) for a in moves]
+  np.testing.assert_allclose(states[1], states[0], rtol=0, atol=1e-6)
+  assert np.abs(states[2] - states[0]).max() > 1e-3
+  # The gripper closing: at its bound, past it, inside it.
+  grips = np.zeros((3, 7), np.float32)
+  grips[:, 6] = [-1.0, -3.0, -0.5]
+  states = [_robot_state_after(cfg, 6, a) for a in grips]
+  np.testing.assert_array_equal(states[1], states[0])
+  assert np.abs(states[2] - states[0]).max() > 1e-4
+
+
+def test_clip_actions_overrides_the_bounds():
+  env = _make(CUBE, 1, clip_actions=2.0)
+  try:
+    np.testing.assert_array_equal(env.single_action_space.high, np.full(7, 2.0))
+  finally:
+    env.close()
+
+
+# No CUDA driver warning on the CPU.
+
+
+def test_c_engine_seeds_what_mjlab_seeds_without_warp():
+  """The C engine's seeding (no Warp runtime) leaves Python's, NumPy's and
+  torch's generators and PYTHONHASHSEED as mjlab's own seed_rng does."""
+  from mjlab.utils.random import seed_rng
+
+  from mjlab_tasks.common.c_engine import seed_rng_without_warp
+
+  states = []
+  for seed_fn in (seed_rng, seed_rng_without_warp):
+    seed_fn(1234)
+    states.append(
+      (
+        os.environ["PYTHONHASHSEED"],
+        random.getstate(),
+        np.random.get_state()[1].copy(),
+        torch.get_rng_state(),
+      )
+    )
+  (env_a, py_a, np_a, torch_a), (env_b, py_b, np_b, torch_b) = states
+  assert env_a == env_b == "1234" and py_a == py_b
+  np.testing.assert_array_equal(np_a, np_b)
+  assert torch.equal(torch_a, torch_b)
+
+
+def test_cpu_run_prints_no_cuda_warning():
+  """A fresh interpreter builds, seeds and steps the single and the vector
+  environment on the C engine: nothing about CUDA (or Warp, which printed
+  "Warp CUDA warning: Could not find or load the NVIDIA CUDA driver" when
+  mjlab's seeding started it) on stderr."""
+  code = (
+    "import gymnasium as gym, mjlab_tasks\n"
+    "env = gym.make('CubeTray-UR5-RG2', engine='mujoco')\n"
+    "env.reset(seed=0)\n"
+    "env.step(env.action_space.sample())\n"
+    "envs = gym.make_vec('CubeTray-UR5-RG2', num_envs=2, engine='mujoco')\n"
+    "envs.reset(seed=1)\n"
+    "envs.step(envs.action_space.sample())\n"
+    "print('ok')\n"
+  )
+  run = subprocess.run(
+    [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
+  )
+  assert run.returncode == 0, run.stderr[-2000:]
+  assert run.stdout.strip().splitlines()[-1] == "ok"
+  assert "CUDA" not in run.stderr and "Warp" not in run.stderr, run.stderr

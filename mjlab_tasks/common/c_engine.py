@@ -24,6 +24,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import random
+import types
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Literal
 
@@ -32,6 +34,8 @@ import numpy as np
 import torch
 
 if TYPE_CHECKING:
+  from collections.abc import Iterator
+
   from mjlab.envs import ManagerBasedRlEnv, ManagerBasedRlEnvCfg
 
 Engine = Literal["warp", "mujoco"]
@@ -708,11 +712,53 @@ def resolve_engine(engine: str | None, device: str) -> Engine:
   return engine  # type: ignore[return-value]
 
 
+def seed_rng_without_warp(seed: int, torch_deterministic: bool = False) -> None:
+  """mjlab's ``mjlab.utils.random.seed_rng`` without its ``wp.rand_init`` call.
+
+  The same generators are seeded (``PYTHONHASHSEED``, Python, NumPy, torch).
+  Warp's ``rand_init`` called from Python only returns a value, which mjlab
+  discards, so nothing is left unseeded. But the call starts Warp's runtime,
+  and on a machine without an NVIDIA driver that prints "Warp CUDA warning:
+  Could not find or load the NVIDIA CUDA driver" on stderr. The C engine
+  needs no Warp for that.
+  """
+  os.environ["PYTHONHASHSEED"] = str(seed)
+  random.seed(seed)
+  np.random.seed(seed)
+  torch.manual_seed(seed)
+  if torch_deterministic:
+    torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+@contextlib.contextmanager
+def seeding_without_warp() -> Iterator[None]:
+  """mjlab's ``ManagerBasedRlEnv.seed`` seeds with ``seed_rng_without_warp``
+  inside this block (its own ``seed`` logic otherwise unchanged)."""
+  import mjlab.envs.manager_based_rl_env as env_module
+
+  original = env_module.random_utils
+  env_module.random_utils = types.SimpleNamespace(seed_rng=seed_rng_without_warp)
+  try:
+    yield
+  finally:
+    env_module.random_utils = original
+
+
+def seed_c_engine_env(seed: int = -1) -> int:
+  """``ManagerBasedRlEnv.seed`` for environments on the C engine (set as the
+  instance's ``seed`` by ``make_env``): no Warp runtime is started."""
+  from mjlab.envs import ManagerBasedRlEnv
+
+  with seeding_without_warp():
+    return ManagerBasedRlEnv.seed(seed)
+
+
 @contextlib.contextmanager
 def simulation_class(cls):
   """Build mjlab's environment around another simulation class; its scene
   gives camera sensors the C engine's renderer (``c_cameras``) instead of
-  MuJoCo Warp's render context."""
+  MuJoCo Warp's render context, and seeding starts no Warp runtime
+  (``seed_rng_without_warp``) while the block lasts."""
   import mjlab.envs.manager_based_rl_env as env_module
   import mjlab.scene.scene as scene_module
 
@@ -721,7 +767,8 @@ def simulation_class(cls):
   originals = env_module.Simulation, scene_module.SensorContext
   env_module.Simulation, scene_module.SensorContext = cls, CSensorContext
   try:
-    yield
+    with seeding_without_warp():
+      yield
   finally:
     env_module.Simulation, scene_module.SensorContext = originals
 
@@ -763,6 +810,8 @@ def make_env(
     simulation = functools.partial(CMujocoSimulation, num_threads=num_threads)
     with simulation_class(simulation):
       env = ManagerBasedRlEnv(cfg, device=device, **kwargs)
+    # Later ``reset(seed=...)`` calls, outside the block above.
+    env.seed = seed_c_engine_env
   compiled.install(env, compiled_control)  # Sets env.compiled_loop.
   share_observation_terms(env)
   return env

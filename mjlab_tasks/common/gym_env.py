@@ -1,10 +1,11 @@
-"""The suite's tasks as Gymnasium vector environments, for users outside mjlab.
+"""The suite's tasks as Gymnasium environments, for users outside mjlab.
 
   import gymnasium as gym
   import mjlab_tasks  # registers the ids (or use gym.make("mjlab_tasks:<id>", ...))
-  envs = gym.make("CubeTray-UR5-RG2", num_envs=8, engine="mujoco")
-  obs, info = envs.reset(seed=0)
-  obs, reward, terminated, truncated, info = envs.step(envs.action_space.sample())
+  env = gym.make("CubeTray-UR5-RG2", engine="mujoco")  # one environment
+  obs, info = env.reset(seed=0)
+  obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
+  envs = gym.make_vec("CubeTray-UR5-RG2", num_envs=8, engine="mujoco")  # a batch
 
 ``MjlabVectorEnv`` is a ``gymnasium.vector.VectorEnv`` over one batched mjlab
 ``ManagerBasedRlEnv`` built from the task's registered configuration (the same
@@ -12,7 +13,10 @@ environment ``train`` uses) on MuJoCo Warp or the C MuJoCo engine. Arrays are
 NumPy by default (Gymnasium's convention) or torch tensors on the
 environment's device with ``array_type="torch"``. Ended environments are reset
 inside ``step`` (``AutoresetMode.SAME_STEP``); their last observation is in
-``info["final_obs"]``. See docs/gymnasium.md.
+``info["final_obs"]``. ``MjlabEnv`` (what ``gym.make`` returns) is a plain
+``gymnasium.Env``: one mjlab environment, scalar reward and flags, reset by
+its caller. Both bound their action space to the range the task's action terms
+respond to (``action_bounds``). See docs/gymnasium.md.
 
 Importing this module is light (Gymnasium and NumPy): ``import mjlab_tasks``
 registers the ids through it. torch, the engines and mjlab (with the suite's
@@ -24,6 +28,8 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
+import math
+import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -39,13 +45,19 @@ if TYPE_CHECKING:
 
 ArrayType = Literal["numpy", "torch"]
 PLAY_SUFFIX = "-Play"
-ENTRY_POINT = "mjlab_tasks.common.gym_env:MjlabVectorEnv"
+ENTRY_POINT = "mjlab_tasks.common.gym_env:MjlabEnv"
+VECTOR_ENTRY_POINT = "mjlab_tasks.common.gym_env:MjlabVectorEnv"
+
+ROTATION_BOUND = math.radians(4.0)
+"""Largest rotation [rad] per policy step that the action space allows.
+
+A choice of these wrappers, not a controller limit: the Cartesian term turns
+its target by any commanded angle. 4 degrees per 20 Hz step is 80 deg/s; the
+scripted experts never command more than 1 degree per step.
+"""
 
 
-# gymnasium.make accepts only ``gymnasium.Env`` instances, so the class is
-# also an Env: with the checker and order wrappers disabled in the
-# registration, make then returns this vector environment itself.
-class MjlabVectorEnv(VectorEnv, gym.Env):
+class MjlabVectorEnv(VectorEnv):
   """A registered mjlab task as a Gymnasium vector environment.
 
   Args:
@@ -60,8 +72,9 @@ class MjlabVectorEnv(VectorEnv, gym.Env):
       observations), or None for a Dict of every group (e.g. actor and the
       privileged critic group).
     array_type: ``"numpy"`` (default) or ``"torch"`` (tensors on ``device``).
-    clip_actions: Bound the action space to ``[-c, c]`` and clamp actions to
-      it; None (default): unbounded, as the task's action terms accept.
+    clip_actions: Override of the action space: ``[-c, c]`` in every
+      dimension. None (default): each dimension's range from the task's
+      action terms (``action_bounds``). Actions are clamped to the space.
     env_cfg: A configuration to use instead of the registered one (e.g.
       ``bin_pick_env_cfg(objects=2)``); its ``num_envs`` and
       ``auto_reset`` are replaced.
@@ -87,6 +100,8 @@ class MjlabVectorEnv(VectorEnv, gym.Env):
     verbose: bool = False,
     render_mode: str | None = None,
   ):
+    import torch
+
     from mjlab_tasks.common.c_engine import make_env, resolve_engine
 
     _check_args(num_envs, array_type, clip_actions, render_mode)
@@ -116,9 +131,13 @@ class MjlabVectorEnv(VectorEnv, gym.Env):
     self.metadata = {**self.metadata, "render_fps": 1.0 / self.mjlab_env.step_dt}
     self.num_envs = int(num_envs)
     self.obs_group = obs_group
-    self._clip = clip_actions
     self.single_observation_space = _observation_space(self.mjlab_env, obs_group)
     self.single_action_space = _action_space(self.mjlab_env, clip_actions)
+    # Clamp bounds on the device (infinite where a term's range is unknown).
+    self._action_low, self._action_high = (
+      torch.as_tensor(bound, device=self.mjlab_env.device)
+      for bound in (self.single_action_space.low, self.single_action_space.high)
+    )
     self.observation_space = batch_space(self.single_observation_space, self.num_envs)
     self.action_space = batch_space(self.single_action_space, self.num_envs)
     self._obs: Any = None  # Last returned observation (torch), for partial resets.
@@ -153,18 +172,7 @@ class MjlabVectorEnv(VectorEnv, gym.Env):
   def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
     """One step of every environment; ended ones are reset (SAME_STEP)."""
     env = self.mjlab_env
-    obs, reward, terminated, truncated, extras = env.step(self._actions(actions))
-    obs = _clone(self._select(obs))
-    reward, terminated, truncated = (
-      reward.clone(),
-      terminated.clone(),
-      truncated.clone(),
-    )
-    if env.cfg.is_finite_horizon:
-      # A time limit that is part of the task ends it: no bootstrapping.
-      terminated |= truncated
-      truncated[:] = False
-    info = self._info(extras)
+    obs, reward, terminated, truncated, info = self._step_batch(actions)
     ended = (terminated | truncated).nonzero().flatten()
     if len(ended):
       final_obs = _take_rows(obs, ended)
@@ -196,6 +204,24 @@ class MjlabVectorEnv(VectorEnv, gym.Env):
       close_sim()
 
   # Internals.
+
+  def _step_batch(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+    """One mjlab step, no reset: observation, reward, terminated, truncated
+    (torch, cloned: [num_envs, ...]) and the info dict."""
+    obs, reward, terminated, truncated, extras = self.mjlab_env.step(
+      self._actions(actions)
+    )
+    obs = _clone(self._select(obs))
+    reward, terminated, truncated = (
+      reward.clone(),
+      terminated.clone(),
+      truncated.clone(),
+    )
+    if self.mjlab_env.cfg.is_finite_horizon:
+      # A time limit that is part of the task ends it: no bootstrapping.
+      terminated |= truncated
+      truncated[:] = False
+    return obs, reward, terminated, truncated, self._info(extras)
 
   def _quiet(self):
     """mjlab prints its manager tables while building; hidden unless verbose."""
@@ -235,9 +261,8 @@ class MjlabVectorEnv(VectorEnv, gym.Env):
       raise ValueError(
         f"actions must have shape {self.action_space.shape}, got {tuple(tensor.shape)}"
       )
-    if self._clip is not None:
-      tensor = tensor.clamp(-self._clip, self._clip)
-    return tensor
+    # To the action space: beyond it the terms do nothing more (action_bounds).
+    return tensor.clamp(self._action_low, self._action_high)
 
   def _out(self, value: Any) -> Any:
     """Torch (cloned already) as returned, or NumPy copies on the host."""
@@ -272,6 +297,181 @@ class MjlabVectorEnv(VectorEnv, gym.Env):
     return array, self._out(mask)
 
 
+class MjlabEnv(gym.Env):
+  """A registered mjlab task as one Gymnasium environment (``gym.make``).
+
+  One mjlab environment (``num_envs=1``) on MuJoCo Warp or the C engine:
+  observations [D] (or a Dict of them), a float reward, bool ``terminated``
+  and ``truncated``. It is not reset inside ``step``: after an episode ends,
+  call ``reset()`` (stepping on raises ``RuntimeError``). The episode's log
+  (mjlab's reward terms, metrics and terminations) comes in the info of that
+  ``reset()``, under ``"log"``.
+
+  Args:
+    task_id: The mjlab task id (e.g. ``CubeTray-UR5-RG2``).
+    engine: ``"warp"``, ``"mujoco"`` or None, as ``MjlabVectorEnv``.
+    device: ``"cpu"``, ``"cuda:N"`` or None, as ``MjlabVectorEnv``.
+    num_envs: Must be 1: ``gym.make`` builds one environment; a batch is
+      ``gym.make_vec(task_id, num_envs=N)``.
+    play: The task's evaluation configuration (mjlab's ``play``).
+    obs_group: As ``MjlabVectorEnv``.
+    clip_actions: As ``MjlabVectorEnv``.
+    env_cfg: As ``MjlabVectorEnv``.
+    verbose: Show mjlab's build tables on stdout.
+    render_mode: None, or ``"rgb_array"``: ``render()`` returns one uint8
+      frame [H, W, 3].
+  """
+
+  metadata = {"render_modes": ["rgb_array"]}
+
+  def __init__(
+    self,
+    task_id: str,
+    engine: str | None = None,
+    device: str | None = None,
+    *,
+    num_envs: int = 1,
+    play: bool = False,
+    obs_group: str | None = "actor",
+    clip_actions: float | None = None,
+    env_cfg: ManagerBasedRlEnvCfg | None = None,
+    verbose: bool = False,
+    render_mode: str | None = None,
+  ):
+    if num_envs != 1:
+      raise ValueError(
+        f"gym.make builds one environment, got num_envs={num_envs!r}: for a batch "
+        f"use gym.make_vec({task_id!r}, num_envs={num_envs!r}, ...) "
+        "(an MjlabVectorEnv)"
+      )
+    self._vector = MjlabVectorEnv(
+      task_id,
+      1,
+      engine,
+      device,
+      play=play,
+      obs_group=obs_group,
+      clip_actions=clip_actions,
+      env_cfg=env_cfg,
+      verbose=verbose,
+      render_mode=render_mode,
+    )
+    self.mjlab_env: ManagerBasedRlEnv = self._vector.mjlab_env
+    self.task_id, self.engine = task_id, self._vector.engine
+    self.device = self._vector.device
+    self.obs_group = obs_group
+    self.render_mode = render_mode
+    self.metadata = {**self.metadata, "render_fps": self._vector.metadata["render_fps"]}
+    self.observation_space = self._vector.single_observation_space
+    self.action_space = self._vector.single_action_space
+    self._ended = False
+
+  def reset(
+    self, *, seed: int | None = None, options: dict[str, Any] | None = None
+  ) -> tuple[Any, dict[str, Any]]:
+    """Start an episode. ``seed`` seeds mjlab's generators (process-wide, as
+    mjlab does) and ``np_random``; ``options`` are not used."""
+    super().reset(seed=seed)
+    obs, info = self._vector.reset(seed=seed)
+    self._ended = False
+    return _first(obs), info
+
+  def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    """One policy step with ``action`` [A], clamped to ``action_space``."""
+    if self._ended:
+      raise RuntimeError("the episode has ended: call reset() before step()")
+    action = np.asarray(action, dtype=np.float32)
+    if action.shape != self.action_space.shape:
+      raise ValueError(
+        f"action must have shape {self.action_space.shape}, got {action.shape}"
+      )
+    obs, reward, terminated, truncated, info = self._vector._step_batch(action[None])
+    terminated, truncated = bool(terminated[0]), bool(truncated[0])
+    self._ended = terminated or truncated
+    return (
+      _first(self._vector._out(obs)),
+      float(reward[0]),
+      terminated,
+      truncated,
+      info,
+    )
+
+  def render(self) -> np.ndarray | None:
+    """With ``render_mode="rgb_array"``: one uint8 frame [H, W, 3]."""
+    if self.render_mode is None:
+      return None
+    (frame,) = self._vector.render()
+    return frame
+
+  def close(self) -> None:
+    self._vector.close()  # Closing twice is allowed (VectorEnv.close).
+
+
+def action_bounds(env: ManagerBasedRlEnv) -> tuple[np.ndarray, np.ndarray]:
+  """Each action dimension's range, from the environment's action terms.
+
+  - Cartesian delta pose (``CartesianPoseAction``): translation to
+    ``max_target_lead / translation_scale`` units, twice that with
+    ``use_target`` (the default). The term moves its previous target, which
+    may lead the tool by up to ``max_target_lead``, and keeps the new target
+    within ``max_target_lead`` of the tool: from any such previous target,
+    every target it can set is reached within the bound (20 mm lead, 5 mm
+    units: +-8). An action along the axis of the previous lead sets the same
+    target past the bound as at it. The term limits the lead's length, not
+    each axis: past the bound in several axes, a raw action's direction
+    still steers the target, and clamping each axis changes that direction;
+    no target is lost, as some action within the bounds sets each one.
+    Rotation to ``ROTATION_BOUND / rotation_scale`` units (+-4 at 1 degree
+    per unit), a choice of these wrappers (the term has no limit).
+  - Gripper (``GripperAction``): [-1, 1], to which the term clips.
+  - Joint targets (``JointTargetAction``): the joints' position limits
+    (unbounded for an unlimited joint): no target beyond them is reached.
+  - Any other term: unbounded.
+
+  Args:
+    env: A built mjlab environment.
+
+  Returns:
+    low, high: float32 arrays [total_action_dim], in the action's own units.
+  """
+  from mjlab_tasks.common.actions import (
+    CartesianPoseAction,
+    GripperAction,
+    JointTargetAction,
+  )
+
+  lows, highs = [], []
+  manager = env.action_manager
+  for name in manager.active_terms:
+    term = manager.get_term(name)
+    dim = term.action_dim
+    if isinstance(term, CartesianPoseAction):
+      cfg = term.cfg
+      reach = 2.0 if cfg.use_target else 1.0
+      t = reach * cfg.max_target_lead / cfg.translation_scale
+      r = ROTATION_BOUND / cfg.rotation_scale
+      high = np.array([t, t, t, r, r, r])
+      low = -high
+    elif isinstance(term, GripperAction):
+      low, high = np.full(dim, -1.0), np.full(dim, 1.0)
+    elif isinstance(term, JointTargetAction):
+      model = env.sim.mj_model
+      ids = term._joint_global_ids.cpu().numpy()
+      limited = model.jnt_limited[ids].astype(bool)
+      low = np.where(limited, model.jnt_range[ids, 0], -np.inf)
+      high = np.where(limited, model.jnt_range[ids, 1], np.inf)
+    else:
+      low, high = np.full(dim, -np.inf), np.full(dim, np.inf)
+    lows.append(low)
+    highs.append(high)
+  if not lows:
+    return np.zeros(0, np.float32), np.zeros(0, np.float32)
+  return (
+    np.concatenate(lows).astype(np.float32),
+    np.concatenate(highs).astype(np.float32),
+  )
+
+
 def default_device(engine: str | None) -> str:
   """cuda:0 when CUDA is there and the C engine is not asked for, else cpu."""
   import torch
@@ -280,18 +480,16 @@ def default_device(engine: str | None) -> str:
 
 
 def register_gymnasium_envs(task_ids: Sequence[str]) -> None:
-  """Register each task id, and ``<id>-Play`` for its evaluation variant,
-  with ``gymnasium.make`` and ``gymnasium.make_vec``."""
+  """Register each task id, and ``<id>-Play`` for its evaluation variant:
+  ``gymnasium.make`` builds one ``MjlabEnv`` (with Gymnasium's default
+  wrappers: passive checker, order enforcing), ``gymnasium.make_vec`` one
+  ``MjlabVectorEnv``."""
   for task_id in task_ids:
     for gym_id, play in ((task_id, False), (task_id + PLAY_SUFFIX, True)):
       gym.register(
         id=gym_id,
         entry_point=ENTRY_POINT,
-        vector_entry_point=ENTRY_POINT,
-        # make's default wrappers (checker, order enforcing) are single-env
-        # wrappers: they would hide the vector interface.
-        disable_env_checker=True,
-        order_enforce=False,
+        vector_entry_point=VECTOR_ENTRY_POINT,
         kwargs={"task_id": task_id, "play": play},
       )
 
@@ -309,9 +507,12 @@ def _check_args(num_envs, array_type, clip_actions, render_mode) -> None:
 
 def _registered(task_id: str, play: bool) -> ManagerBasedRlEnvCfg:
   """The task's registered configuration (a copy)."""
-  from mjlab.tasks.registry import list_tasks, load_env_cfg
+  with warnings.catch_warnings():
+    # mjlab's import decorates with torch.jit.script, which torch deprecates.
+    warnings.filterwarnings("ignore", "`torch.jit.script` is deprecated")
+    from mjlab.tasks.registry import list_tasks, load_env_cfg
 
-  import mjlab_tasks.tasks  # noqa: F401  (fills mjlab's registry, the suite's tasks)
+    import mjlab_tasks.tasks  # noqa: F401  (fills mjlab's registry, the suite's tasks)
 
   if task_id not in list_tasks():
     raise ValueError(f"unknown mjlab task {task_id!r}")
@@ -344,9 +545,17 @@ def _observation_space(env: ManagerBasedRlEnv, group: str | None) -> spaces.Spac
 
 
 def _action_space(env: ManagerBasedRlEnv, clip: float | None) -> spaces.Box:
+  """One environment's action space: ``action_bounds``, or ``[-clip, clip]``."""
   dim = int(env.action_manager.total_action_dim)
-  bound = np.inf if clip is None else clip
-  return spaces.Box(-bound, bound, shape=(dim,), dtype=np.float32)
+  if clip is not None:
+    return spaces.Box(-clip, clip, shape=(dim,), dtype=np.float32)
+  low, high = action_bounds(env)
+  return spaces.Box(low, high, shape=(dim,), dtype=np.float32)
+
+
+def _first(value: Any) -> Any:
+  """Environment 0's row of a batched array or (nested) dict of them."""
+  return _map(value, lambda a: a[0])
 
 
 def _map(value: Any, fn) -> Any:
