@@ -242,9 +242,10 @@ def make_recorder(env, args: Args):
 
 @dataclass
 class Watch:
-  """Physics health per environment over the run, and the first step at
-  which each bin was cleared (the step the task's ``bin_cleared``
-  termination fires when it terminates; -1: never)."""
+  """Physics health per environment over the run, the first step at which
+  each bin was cleared (the step the task's ``bin_cleared`` termination
+  fires when it terminates; -1: never), and the first step at which an
+  object was delivered, with the most delivered at once (-1, 0: never)."""
 
   penetration: torch.Tensor
   deepest_pair: torch.Tensor
@@ -253,6 +254,8 @@ class Watch:
   outlier_steps: torch.Tensor
   resets: torch.Tensor
   first_cleared_step: torch.Tensor
+  first_delivery_step: torch.Tensor
+  most_delivered: torch.Tensor
   steps: int = 0
   settle_steps: int = 0
   """Steps run after every expert had stopped (see ``SETTLE_S``)."""
@@ -269,6 +272,8 @@ class Watch:
       outlier_steps=torch.zeros(n, dtype=torch.long),
       resets=torch.zeros(n, dtype=torch.long),
       first_cleared_step=torch.full((n,), -1, dtype=torch.long),
+      first_delivery_step=torch.full((n,), -1, dtype=torch.long),
+      most_delivered=torch.zeros(n, dtype=torch.long),
     )
 
   def update(self, env, names, terminated, truncated) -> None:
@@ -277,8 +282,14 @@ class Watch:
     from mjlab_tasks.bin_pick.mdp import bin_pick_verdict
     from mjlab_tasks.common.mdp import max_penetration, physics_health
 
-    cleared = bin_pick_verdict(env)["bin_cleared"].cpu()
+    verdict = bin_pick_verdict(env)
+    cleared = verdict["bin_cleared"].cpu()
     self.first_cleared_step[cleared & (self.first_cleared_step < 0)] = self.steps
+    delivered = verdict["delivered_count"].cpu().long()
+    self.first_delivery_step[(delivered > 0) & (self.first_delivery_step < 0)] = (
+      self.steps
+    )
+    self.most_delivered = torch.maximum(self.most_delivered, delivered)
     health = physics_health(env)
     self.overflow_steps += health["contact_overflow"].cpu().long()
     self.nonfinite_steps += health["nonfinite"].cpu().long()
@@ -384,6 +395,12 @@ def env_rows(env, controller, pour, verdict, watch: Watch, sim_time: float) -> l
       "cleared_at_s": round(int(watch.first_cleared_step[i]) * env.step_dt, 3)
       if watch.first_cleared_step[i] >= 0
       else None,
+      # The first step at which an object was delivered (null: never), and
+      # the most delivered at once: a delivery that did not last counts here.
+      "first_delivery_at_s": round(int(watch.first_delivery_step[i]) * env.step_dt, 3)
+      if watch.first_delivery_step[i] >= 0
+      else None,
+      "most_delivered_at_once": int(watch.most_delivered[i]),
     }
     if log is None:
       row |= {"end_time_s": round(sim_time, 3), "undelivered_objects": undelivered}
@@ -432,6 +449,12 @@ def summarize(per_env: list, controller, n: int, sim_time, wall, steps) -> dict:
     # Cleared at some step (the task's termination and its max-reduced
     # metric), though maybe not at the last one.
     "cleared_at_some_step": sum(e["cleared_at_s"] is not None for e in per_env),
+    # Episodes (one per environment) in which at least one object was
+    # delivered: at the last step, and at some step.
+    "episodes_with_a_delivery": sum(e["delivered"] > 0 for e in per_env),
+    "episodes_with_a_delivery_at_some_step": sum(
+      e["first_delivery_at_s"] is not None for e in per_env
+    ),
     "finished_rate": outcomes["finished"] / n,
     "timeout_rate": outcomes["timeout"] / n,
   }
@@ -526,16 +549,25 @@ def run_config(args: Args, out_dir: Path, device, engine, env, controller) -> di
 
 
 def print_table(per_env: list, summary: dict, device: str, engine: str) -> None:
-  print(f"\n{'env':>4} {'poured':>6} {'delivered':>9} {'outcome':>13}  failures")
+  print(
+    f"\n{'env':>4} {'poured':>6} {'delivered':>9} {'first [s]':>9} "
+    f"{'outcome':>13}  failures"
+  )
   for e in per_env:
+    first = e["first_delivery_at_s"]
     print(
-      f"{e['env']:>4} {e['poured']:>6} {e['delivered']:>9} {e['outcome']:>13}  "
+      f"{e['env']:>4} {e['poured']:>6} {e['delivered']:>9} "
+      f"{'-' if first is None else f'{first:.2f}':>9} {e['outcome']:>13}  "
       f"{e.get('failure_reasons') or '-'}"
     )
   frac = summary["delivered_fraction"]
+  n = summary["environments"]
   print(
     f"\ndelivered {summary['delivered']}/{summary['poured']} "
-    f"({'-' if frac is None else f'{frac:.1%}'}); bin_cleared "
+    f"({'-' if frac is None else f'{frac:.1%}'}); episodes with a delivery "
+    f"{summary['episodes_with_a_delivery']}/{n} "
+    f"({summary['episodes_with_a_delivery'] / n:.0%}; at some step "
+    f"{summary['episodes_with_a_delivery_at_some_step']}); bin_cleared "
     f"{summary['outcomes'].get('bin_cleared', 0)}/{summary['environments']} "
     f"(at some step {summary['cleared_at_some_step']}); "
     f"{delivery_note(summary)}"

@@ -636,11 +636,16 @@ def test_a_bin_cleared_at_one_step_is_reported_beside_the_last_steps_outcome(exp
   (row,) = script.env_rows(env, expert, expert.pour, verdict, watch, 2.0)
   assert row["outcome"] == "timeout"
   assert row["cleared_at_s"] == round(cleared_step * env.step_dt, 3)
+  # The one object was delivered at the same step, and is not at the end.
+  assert row["first_delivery_at_s"] == row["cleared_at_s"]
+  assert row["most_delivered_at_once"] == 1 and row["delivered"] == 0
   summary = script.summarize([row], expert, 1, 2.0, 1.0, cleared_step + 4)
   assert summary["outcomes"] == {"timeout": 1} and summary["cleared_at_some_step"] == 1
+  assert summary["episodes_with_a_delivery"] == 0
+  assert summary["episodes_with_a_delivery_at_some_step"] == 1
   never = script.Watch.empty(1)
   (row,) = script.env_rows(env, expert, expert.pour, verdict, never, 2.0)
-  assert row["cleared_at_s"] is None
+  assert row["cleared_at_s"] is None and row["first_delivery_at_s"] is None
 
 
 def test_a_stopped_run_ends_once_the_objects_are_still(expert):

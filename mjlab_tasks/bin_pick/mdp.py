@@ -139,6 +139,13 @@ def bin_cleared_flag(env: ManagerBasedRlEnv) -> torch.Tensor:
   return bin_pick_verdict(env)["bin_cleared"].float()
 
 
+def delivered_any_flag(env: ManagerBasedRlEnv) -> torch.Tensor:
+  """Metric: 1 while at least one object is delivered, [num_envs]; its
+  episode max says whether the episode delivered one at some step (what
+  ``evaluate_binpick.py`` counts as an episode with a delivery)."""
+  return (bin_pick_verdict(env)["delivered_count"] > 0).float()
+
+
 # Per-object grasp and stage.
 
 
