@@ -40,6 +40,7 @@ BASE = {
   "measure_cube_tray_expert.py": ["--output", "{new}"],
   "check_robot.py": ["--output", "{new}"],
   "evaluate_binpick.py": ["--output", "{new}"],
+  "evaluate_glass_push.py": ["--policy", "{pt}", "--output", "{new}"],
   "glass_push_exam.py": ["--solution", "nudge", "--tables", "10000-10001"]
   + ["--output", "{new}"],
   "benchmark.py": ["--json", "{new}.json"],
@@ -92,6 +93,24 @@ BAD = {
     ["--bin-height", "1.0"],
     ["--bin-height", "nan"],
     ["--videos", "9"],
+  ],
+  "evaluate_glass_push.py": [
+    ["--tables", "5-2"],
+    ["--tables", "abc"],
+    ["--tables", "20000-20001"],
+    ["--max-steps", "0"],
+    ["--policy", "{file}/model.pt"],  # not there
+    ["--policy", "{file}"],  # neither a .pt checkpoint nor an .onnx policy
+    ["--policy", "{dir}"],
+    ["--compare", "{new}.json"],  # not there
+    ["--compare", "{file}"],  # not a scores.json
+    ["--compare", "{dir}"],
+    ["--engine", "bullet"],
+    ["--device", "cuda:7"],
+    ["--engine", "mujoco", "--device", "cuda:0"],
+    ["--num-envs", "4"],  # one environment per table: no such flag
+    ["--output", "{dir}"],
+    ["--output", "{file}/run"],
   ],
   "glass_push_exam.py": [
     ["--tables", "5-2"],
@@ -227,6 +246,7 @@ BAD = {
 }
 # Left out: a flag missing its required partner.
 MISSING = {
+  "evaluate_glass_push.py": ["--output", "{new}"],  # no --policy
   "glass_push_exam.py": ["--solution", "nudge", "--output", "{new}"],
   "render_poses.py": ["--output", "{new}"],
   "merge_demos.py": ["{file}", "--output", "{new}.hdf5"],  # one input
@@ -373,6 +393,7 @@ REAL_RUNS = {
   "evaluate_cube_tray.py": ["--engine", "bullet"],
   "check_robot.py": ["--device", "cuda:7"],
   "evaluate_binpick.py": ["--bin-width", "-0.1"],
+  "evaluate_glass_push.py": ["--compare", "{file}"],
   "glass_push_exam.py": ["--tables", "5-2"],
   "benchmark.py": ["--num-envs", "0"],
   "render_poses.py": ["--output", "{dir}"],
@@ -411,7 +432,11 @@ def test_onnx_policy_without_onnxruntime_is_one_line(paths, capsys, monkeypatch)
     "find_spec",
     lambda name, *a: None if name == "onnxruntime" else find_spec(name, *a),
   )
-  for script in ("evaluate_cube_tray.py", "evaluate_binpick.py"):
+  for script in (
+    "evaluate_cube_tray.py",
+    "evaluate_binpick.py",
+    "evaluate_glass_push.py",
+  ):
     tool = load_tool(script)
     argv = argv_for(script, ["--policy", str(onnx_file)], paths)
     with pytest.raises(SystemExit):

@@ -133,7 +133,9 @@ def test_a_world_steps_like_its_table_compiled_alone(env):
 def test_the_actor_reads_noisy_glasses_force_and_tool_pose_only(env):
   env.reset()
   names = env.observation_manager.active_terms["actor"]
-  assert names == ["glasses", "wrist_force", "tcp_pose"]
+  # target_lead: the Cartesian action's own state (its target's lead on the
+  # tool), no reading of the world.
+  assert names == ["glasses", "wrist_force", "tcp_pose", "target_lead"]
   assert env.action_manager.total_action_dim == 6  # the gripper is held closed
   truth = mdp.glass_readings(env, POOL, noisy=False).reshape(4, SLOTS, 7)
   looks = torch.stack(
@@ -148,7 +150,7 @@ def test_the_actor_reads_noisy_glasses_force_and_tool_pose_only(env):
   assert (err[..., 5:] == 0).all()
   # Truth the actor never gets: widths exact to below the noise, and no
   # friction in any actor term.
-  assert env.observation_manager.group_obs_dim["actor"][0] == SLOTS * 7 + 3 + 7
+  assert env.observation_manager.group_obs_dim["actor"][0] == SLOTS * 7 + 3 + 7 + 3
 
 
 def _set_glass(env, i, slot, pos, quat=(1.0, 0.0, 0.0, 0.0)):
