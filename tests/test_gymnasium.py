@@ -253,6 +253,7 @@ def test_torch_arrays_and_dict_observations_match_numpy():
   for array_type in ("numpy", "torch"):
     env = _make(CUBE, 2, array_type=array_type, obs_group=None)
     actions = actions or _actions(env.action_space, 3, seed=3)
+    actor_dim = env.single_observation_space["actor"].shape[0]
     try:
       assert set(env.single_observation_space.spaces) == {"actor", "critic"}
       runs[array_type] = _rollout(env, 5, actions)
@@ -267,7 +268,10 @@ def test_torch_arrays_and_dict_observations_match_numpy():
         assert isinstance(torch_step[k], torch.Tensor)
         np.testing.assert_array_equal(np_step[k], torch_step[k].numpy())
   assert runs["torch"][1][2].dtype == torch.bool
-  assert runs["numpy"][1][0]["critic"] in gym.spaces.Box(-np.inf, np.inf, (2, 58))
+  # The critic reads the actor's terms plus the cube's and the tray's poses
+  # (7 each) and the cube's velocity (6).
+  critic_box = gym.spaces.Box(-np.inf, np.inf, (2, actor_dim + 20))
+  assert runs["numpy"][1][0]["critic"] in critic_box
 
 
 def _short_episode_cfg(num_envs: int, auto_reset: bool, steps: int = 4):

@@ -126,6 +126,13 @@ class CartesianPoseActionCfg(_ArmActionCfgBase):
   max_target_lead: float = 0.02
   """Largest distance [m] the target position may lead the tool."""
 
+  rotation_bound: float = math.radians(4.0)
+  """The rotation actions' useful range [rad] per policy step (4 degrees:
+  80 degrees/s at 20 Hz; +-4 actions at 1 degree per unit). A choice, not a
+  limit of the controller, which turns the target by any rotation;
+  translation is bounded by the controller itself (``bounds``). The scripted
+  experts never exceed 1 unit."""
+
   def build(self, env: ManagerBasedRlEnv) -> CartesianPoseAction:
     return CartesianPoseAction(self, env)
 
@@ -152,6 +159,32 @@ class CartesianPoseAction(_ArmActionBase):
   @property
   def raw_action(self) -> torch.Tensor:
     return self._raw_actions
+
+  @property
+  def bounds(self) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each action's useful range, low and high [6] (action units).
+
+    Translation: ``max_target_lead / translation_scale``, twice that with
+    ``use_target``: the term moves its previous target, which may lead the
+    tool by up to ``max_target_lead``, and keeps the new target within
+    ``max_target_lead`` of the tool, so every target it can set is set
+    within the bound (20 mm lead, 5 mm units: +-8); past it along the
+    previous lead's axis the same target is set as at it. Rotation:
+    ``rotation_bound / rotation_scale`` (a choice: the term has no limit).
+    """
+    cfg = self.cfg
+    move = (2.0 if cfg.use_target else 1.0) * cfg.max_target_lead
+    move /= cfg.translation_scale
+    turn = cfg.rotation_bound / cfg.rotation_scale
+    high = torch.tensor([move] * 3 + [turn] * 3, device=self.device)
+    return -high, high
+
+  def target_lead_w(self) -> torch.Tensor:
+    """How far the target position leads the tool now, world frame [B, 3]
+    (zero before the first action after a reset): a tool pressing on
+    something it cannot move holds it at ``max_target_lead``."""
+    lead = self.desired_pos_w - self.tool_pose_w()[0]
+    return lead * self._has_target.unsqueeze(-1)
 
   @property
   def has_target(self) -> torch.Tensor:
@@ -217,6 +250,26 @@ class CartesianPoseAction(_ArmActionBase):
     self._has_target[env_ids] = False
 
 
+def action_bounds(env: ManagerBasedRlEnv) -> tuple[torch.Tensor, torch.Tensor]:
+  """Each action's useful range in the action manager's order, low and high
+  [total_action_dim]: beyond it an action does nothing more (each term's
+  ``bounds``; unbounded for a term without them)."""
+  manager = env.action_manager
+  lows, highs = [], []
+  for name in manager.active_terms:
+    term = manager.get_term(name)
+    bounds = getattr(term, "bounds", None)
+    if bounds is None:
+      inf = torch.full((term.action_dim,), torch.inf, device=env.device)
+      bounds = (-inf, inf)
+    lows.append(bounds[0])
+    highs.append(bounds[1])
+  if not lows:
+    empty = torch.zeros(0, device=env.device)
+    return empty, empty
+  return torch.cat(lows), torch.cat(highs)
+
+
 @dataclass(kw_only=True)
 class JointTargetActionCfg(_ArmActionCfgBase):
   """Absolute arm joint targets [rad], approached with the bounded joint step."""
@@ -242,6 +295,19 @@ class JointTargetAction(_ArmActionBase):
   @property
   def raw_action(self) -> torch.Tensor:
     return self._raw_actions
+
+  @property
+  def bounds(self) -> tuple[torch.Tensor, torch.Tensor]:
+    """The joints' position limits, low and high [n] [rad] (unbounded for an
+    unlimited joint): no target beyond them is reached."""
+    model = self._env.sim.mj_model
+    ids = self._joint_global_ids.cpu().numpy()
+    limited = torch.as_tensor(model.jnt_limited[ids].astype(bool))
+    limits = torch.as_tensor(model.jnt_range[ids], dtype=torch.float32)
+    inf = torch.full_like(limits[:, 0], torch.inf)
+    low = torch.where(limited, limits[:, 0], -inf)
+    high = torch.where(limited, limits[:, 1], inf)
+    return low.to(self.device), high.to(self.device)
 
   def process_actions(self, actions: torch.Tensor) -> None:
     require_finite(actions, "joint_target")
@@ -293,6 +359,13 @@ class GripperAction(ActionTerm):
   @property
   def action_dim(self) -> int:
     return 0 if self.cfg.held_at is not None else 1
+
+  @property
+  def bounds(self) -> tuple[torch.Tensor, torch.Tensor]:
+    """The action's range, low and high [action_dim]: the term clips to
+    [-1, 1]."""
+    high = torch.ones(self.action_dim, device=self.device)
+    return -high, high
 
   @property
   def raw_action(self) -> torch.Tensor:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
-import math
 import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -47,14 +46,6 @@ ArrayType = Literal["numpy", "torch"]
 PLAY_SUFFIX = "-Play"
 ENTRY_POINT = "mjlab_tasks.common.gym_env:MjlabEnv"
 VECTOR_ENTRY_POINT = "mjlab_tasks.common.gym_env:MjlabVectorEnv"
-
-ROTATION_BOUND = math.radians(4.0)
-"""Largest rotation [rad] per policy step that the action space allows.
-
-A choice of these wrappers, not a controller limit: the Cartesian term turns
-its target by any commanded angle. 4 degrees per 20 Hz step is 80 deg/s; the
-scripted experts never command more than 1 degree per step.
-"""
 
 
 class MjlabVectorEnv(VectorEnv):
@@ -408,67 +399,21 @@ class MjlabEnv(gym.Env):
 
 
 def action_bounds(env: ManagerBasedRlEnv) -> tuple[np.ndarray, np.ndarray]:
-  """Each action dimension's range, from the environment's action terms.
-
-  - Cartesian delta pose (``CartesianPoseAction``): translation to
-    ``max_target_lead / translation_scale`` units, twice that with
-    ``use_target`` (the default). The term moves its previous target, which
-    may lead the tool by up to ``max_target_lead``, and keeps the new target
-    within ``max_target_lead`` of the tool: from any such previous target,
-    every target it can set is reached within the bound (20 mm lead, 5 mm
-    units: +-8). An action along the axis of the previous lead sets the same
-    target past the bound as at it. The term limits the lead's length, not
-    each axis: past the bound in several axes, a raw action's direction
-    still steers the target, and clamping each axis changes that direction;
-    no target is lost, as some action within the bounds sets each one.
-    Rotation to ``ROTATION_BOUND / rotation_scale`` units (+-4 at 1 degree
-    per unit), a choice of these wrappers (the term has no limit).
-  - Gripper (``GripperAction``): [-1, 1], to which the term clips.
-  - Joint targets (``JointTargetAction``): the joints' position limits
-    (unbounded for an unlimited joint): no target beyond them is reached.
-  - Any other term: unbounded.
-
-  Args:
-    env: A built mjlab environment.
+  """Each action dimension's range, from the environment's action terms
+  (``mjlab_tasks.common.actions.action_bounds``: the Cartesian delta pose's
+  translation to +-8 units, as far as its target can move; rotation to +-4
+  degrees per step, a choice; the gripper to [-1, 1]; joint targets to the
+  joint limits; other terms unbounded).
 
   Returns:
     low, high: float32 arrays [total_action_dim], in the action's own units.
   """
-  from mjlab_tasks.common.actions import (
-    CartesianPoseAction,
-    GripperAction,
-    JointTargetAction,
-  )
+  from mjlab_tasks.common import actions
 
-  lows, highs = [], []
-  manager = env.action_manager
-  for name in manager.active_terms:
-    term = manager.get_term(name)
-    dim = term.action_dim
-    if isinstance(term, CartesianPoseAction):
-      cfg = term.cfg
-      reach = 2.0 if cfg.use_target else 1.0
-      t = reach * cfg.max_target_lead / cfg.translation_scale
-      r = ROTATION_BOUND / cfg.rotation_scale
-      high = np.array([t, t, t, r, r, r])
-      low = -high
-    elif isinstance(term, GripperAction):
-      low, high = np.full(dim, -1.0), np.full(dim, 1.0)
-    elif isinstance(term, JointTargetAction):
-      model = env.sim.mj_model
-      ids = term._joint_global_ids.cpu().numpy()
-      limited = model.jnt_limited[ids].astype(bool)
-      low = np.where(limited, model.jnt_range[ids, 0], -np.inf)
-      high = np.where(limited, model.jnt_range[ids, 1], np.inf)
-    else:
-      low, high = np.full(dim, -np.inf), np.full(dim, np.inf)
-    lows.append(low)
-    highs.append(high)
-  if not lows:
-    return np.zeros(0, np.float32), np.zeros(0, np.float32)
+  low, high = actions.action_bounds(env)
   return (
-    np.concatenate(lows).astype(np.float32),
-    np.concatenate(highs).astype(np.float32),
+    low.cpu().numpy().astype(np.float32),
+    high.cpu().numpy().astype(np.float32),
   )
 
 

@@ -1,4 +1,4 @@
-"""Observation terms shared by the suite's tasks (pure functions of env)."""
+"""Observation and reward terms shared by the suite's tasks (pure functions of env)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ from typing import TYPE_CHECKING
 
 import torch
 from mjlab.managers.scene_entity_config import SceneEntityCfg
-from mjlab.utils.lab_api.math import quat_mul
+from mjlab.utils.lab_api.math import quat_apply_inverse, quat_mul
+
+from mjlab_tasks.common.actions import action_bounds
 
 if TYPE_CHECKING:
   from mjlab.envs import ManagerBasedRlEnv
@@ -140,3 +142,34 @@ def max_penetration(env: ManagerBasedRlEnv) -> tuple[torch.Tensor, torch.Tensor]
     world = wp.to_torch(data.contact.worldid)[:count].long()
     depth.scatter_reduce_(0, world, (-dist).clamp_min(0.0).float(), reduce="amax")
   return depth, torch.full((env.num_envs, 2), -1, dtype=torch.long, device=env.device)
+
+
+def target_lead_b(
+  env: ManagerBasedRlEnv, action: str = "arm", robot: str = "robot"
+) -> torch.Tensor:
+  """How far the Cartesian action's target leads the tool, in the robot base
+  frame [m], [num_envs, 3]: the controller state the actions accumulate (a
+  tool pushing on something holds it at ``max_target_lead``)."""
+  lead = env.action_manager.get_term(action).target_lead_w()
+  return quat_apply_inverse(root_quat_w(env, robot), lead)
+
+
+def target_lead(env: ManagerBasedRlEnv, action: str = "arm") -> torch.Tensor:
+  """Penalty: the target's lead on the tool over ``max_target_lead``, in
+  [0, 1], [num_envs]. Pressing on what the tool cannot move costs 1 per
+  step; tracking a reachable target costs little."""
+  term = env.action_manager.get_term(action)
+  lead = torch.linalg.vector_norm(term.target_lead_w(), dim=-1)
+  return lead / term.cfg.max_target_lead
+
+
+def action_beyond_bounds(env: ManagerBasedRlEnv) -> torch.Tensor:
+  """Penalty: how far the actions go beyond the range where they still act
+  (``actions.action_bounds``), summed over the actions, [num_envs]. Beyond
+  it a policy's mean action gets no signal from the task, so it can drift
+  out of exploration's reach (e.g. a gripper command of -6 that no noise
+  opens)."""
+  low, high = action_bounds(env)
+  action = env.action_manager.action
+  excess = (action - high).clamp_min(0.0) + (low - action).clamp_min(0.0)
+  return excess.sum(dim=-1)

@@ -62,6 +62,9 @@ TRAY_INNER_HALF = 0.05
 TRAY_WALL = 0.005
 TRAY_WALL_HEIGHT = 0.03
 TRAY_FLOOR = 0.005  # Floor thickness; its top is TRAY_FLOOR above the tray origin.
+# Cube centre height above the tray floor that the reward's carry stage aims
+# for: its bottom 20 mm above the wall tops.
+CARRY_HEIGHT = TRAY_WALL_HEIGHT + 0.02 + CUBE_HALF
 
 # Nominal (play / reference) placements and the randomization ranges.
 CUBE_NOMINAL = (0.45, -0.15)
@@ -130,7 +133,7 @@ def cube_tray_env_cfg(
   cameras = resolve_cameras(cameras)
   if image_randomization and not cameras:
     raise ValueError("image_randomization needs cameras.")
-  names = CubeTrayNames(tray_floor_top=TRAY_FLOOR)
+  names = CubeTrayNames(tray_floor_top=TRAY_FLOOR, cube_half=CUBE_HALF)
   cfg = make_robot_env_cfg(
     entities={
       names.cube: cube_entity_cfg(
@@ -198,7 +201,12 @@ def cube_tray_env_cfg(
   actor["cube_quat"] = ObservationTermCfg(
     func=mdp.cube_quat_b, params={"cube": names.cube}
   )
+  actor["cube_yaw_to_tool"] = ObservationTermCfg(
+    func=mdp.cube_yaw_to_tool, params={"tcp_site": TCP_SITE_NAME, "cube": names.cube}
+  )
   actor["grasped"] = ObservationTermCfg(func=mdp.grasp_state, params={"names": names})
+  if arm_action == "cartesian":
+    actor["target_lead"] = ObservationTermCfg(func=common_mdp.target_lead_b)
   critic = {
     k: ObservationTermCfg(func=v.func, params=v.params) for k, v in actor.items()
   }
@@ -249,10 +257,24 @@ def cube_tray_env_cfg(
     "progress": RewardTermCfg(
       func=mdp.cube_tray_progress,
       weight=1.0,
-      params={"tcp_site": TCP_SITE_NAME, "names": names, "robot": ROBOT},
+      params={
+        "tcp_site": TCP_SITE_NAME,
+        "names": names,
+        "robot": ROBOT,
+        "carry_height": CARRY_HEIGHT,
+      },
     ),
-    "action_rate": RewardTermCfg(func=mjlab_rewards.action_rate_l2, weight=-0.01),
+    "action_rate": RewardTermCfg(func=mjlab_rewards.action_rate_l2, weight=-0.001),
+    # Shaping against two traps seen in training: a gripper command driven
+    # far past -1 (no exploration noise opens it to release) and, below, a
+    # tool pressing the grasped cube into the table (its target held 20 mm
+    # below it, so no exploration lifts).
+    "action_bounds": RewardTermCfg(func=common_mdp.action_beyond_bounds, weight=-0.05),
   }
+  if arm_action == "cartesian":
+    cfg.rewards["target_lead"] = RewardTermCfg(
+      func=common_mdp.target_lead, weight=-0.05
+    )
   cfg.metrics = {
     # Owns the evaluator: mjlab calls it after every physics substep.
     VERDICT_TERM: MetricsTermCfg(
@@ -261,18 +283,14 @@ def cube_tray_env_cfg(
     "success": MetricsTermCfg(
       func=mdp.verdict_flag, params={"key": "success"}, reduce="max"
     ),
-    "contained": MetricsTermCfg(
-      func=mdp.verdict_flag, params={"key": "contained"}, reduce="last"
-    ),
-    "released": MetricsTermCfg(
-      func=mdp.verdict_flag, params={"key": "released"}, reduce="last"
-    ),
-    "grasped": MetricsTermCfg(
-      func=mdp.grasp_state_flag, params={"names": names}, reduce="max"
-    ),
-    "lifted": MetricsTermCfg(
-      func=mdp.cube_lifted, params={"cube": names.cube}, reduce="max"
-    ),
+    **{
+      stage: MetricsTermCfg(
+        func=mdp.stage_flag,
+        params={"stage": stage, "tcp_site": TCP_SITE_NAME, "names": names},
+        reduce="max",
+      )
+      for stage in mdp.STAGES
+    },
     "tool_cube_distance": MetricsTermCfg(
       func=mdp.tool_cube_distance,
       params={"tcp_site": TCP_SITE_NAME, "cube": names.cube, "robot": ROBOT},

@@ -36,6 +36,8 @@ class CubeTrayNames:
   robot_sensor: str = "cube_robot_contact"
   tray_floor_top: float = 0.005
   """Height of the tray floor's top surface above the tray origin [m]."""
+  cube_half: float = 0.02
+  """Half the cube's edge [m]."""
   pad_sensors: tuple[str, str] = ("left_pad_cube", "right_pad_cube")
   """Contact sensors between each RG2 pad and the cube."""
 
@@ -249,11 +251,6 @@ def cube_grasped(env: ManagerBasedRlEnv, names: CubeTrayNames) -> torch.Tensor:
   return touching[0] & touching[1]
 
 
-def grasp_state_flag(env: ManagerBasedRlEnv, names: CubeTrayNames) -> torch.Tensor:
-  """Metric: 1 while both pads touch the cube, [num_envs]."""
-  return cube_grasped(env, names).float()
-
-
 def grasp_state(env: ManagerBasedRlEnv, names: CubeTrayNames) -> torch.Tensor:
   """Observation: 1 while both pads touch the cube, else 0, [num_envs, 1]."""
   return cube_grasped(env, names).float().unsqueeze(-1)
@@ -262,11 +259,29 @@ def grasp_state(env: ManagerBasedRlEnv, names: CubeTrayNames) -> torch.Tensor:
 # Reward levels of the stages (ManiSkill-style normalized dense reward): each
 # stage's best is below the next stage's worst, and only a settled cube earns
 # the maximum, so finishing is worth more per step than any stage before it.
-REACH_MAX = 0.2
-GRASP_BASE, CARRY_GAIN, LOWER_GAIN = 0.3, 0.2, 0.1  # held: 0.3 .. 0.6
-PUT_DOWN_HELD = 0.65  # resting in the tray, still held
-RELEASED_BASE, CALM_GAIN = 0.75, 0.2  # released in the tray: 0.75 .. 0.95
+REACH_MAX = 0.15
+GRASP_BASE, LIFT_GAIN, CARRY_GAIN = (
+  0.25,
+  0.1,
+  0.1,
+)  # held, not over the tray: .25 .. .45
+OVER_BASE, LOWER_GAIN = 0.45, 0.15  # held over the tray: 0.45 .. 0.6
+LOWER_SPAN = 0.15
+"""Height [m] over which lowering the held cube into the tray pays, from its
+resting place up: it starts above the carry height, so a cube held high over
+the tray is drawn down too."""
+PUT_DOWN_HELD = 0.7  # resting in the tray, still held
+RELEASED_BASE, CALM_GAIN = 0.8, 0.15  # released in the tray: 0.8 .. 0.95
 SETTLED = 1.0
+OVER_TRAY = 0.03
+"""Largest per-axis offset [m] of the cube centre from the tray centre that
+counts as over the footprint (an aligned 40 mm cube fits within 30 mm)."""
+
+
+def _near_and_far(dist: torch.Tensor, near: float, far: float) -> torch.Tensor:
+  """1 at ``dist`` 0, falling to 0: half a tanh at each scale, so the term
+  has slope far from the target as well as close to it."""
+  return 0.5 * (1 - torch.tanh(dist / far)) + 0.5 * (1 - torch.tanh(dist / near))
 
 
 def cube_tray_progress(
@@ -274,39 +289,51 @@ def cube_tray_progress(
   tcp_site: str,
   names: CubeTrayNames = CubeTrayNames(),
   robot: str = "robot",
+  carry_height: float = 0.07,
 ) -> torch.Tensor:
   """Staged dense reward in [0, 1], [num_envs].
 
-  - reach (cube not held): ``0.2 * reach``, ``reach`` in [0, 1] from the tool
-    to cube distance (a far and a near tanh, so it has slope at the start
-    distance of 0.3 to 0.45 m as well as near the cube);
-  - held (both pads on the cube): 0.3, plus up to 0.2 as the cube comes over
-    the tray centre, plus up to 0.1 as it comes down to the floor once over
-    the footprint;
-  - resting in the tray, still held: 0.65;
-  - resting in the tray, released: 0.75, rising to 0.95 as the settling clock
+  - reach (cube not held): ``0.15 * reach``, ``reach`` in [0, 1] from the
+    tool to cube distance (a far and a near tanh, so it has slope at the
+    start distance of 0.3 to 0.45 m as well as near the cube);
+  - held (both pads on the cube): 0.25, plus up to 0.1 as the cube rises
+    from the table to ``carry_height`` above the tray floor (over the walls),
+    plus up to 0.1 as it comes to the point at that height over the tray
+    centre. Carrying pays only for a lifted cube: a cube pushed along the
+    table toward the tray ends at the wall;
+  - held over the footprint (``OVER_TRAY``): 0.45, plus up to 0.15 as it
+    comes down to the floor (from ``LOWER_SPAN`` above it);
+  - resting in the tray, still held: 0.7;
+  - resting in the tray, released: 0.8, rising to 0.95 as the settling clock
     runs;
   - settled (the evaluator's conditions held for 0.5 s, now): 1.0.
 
-  A policy that holds the cube over the tray forever earns at most 0.6 per
-  step; letting go leads to 1.0 per step. The settled state is absorbing in
-  the training configuration (success does not end the episode), so its
-  value is the largest of any state.
+  Each stage's best is below the next stage's worst, and the later stages
+  are spaced widest: they are the ones exploration finds last. A policy
+  that holds the cube over the tray forever earns at most 0.7 per step;
+  letting go leads to 1.0 per step. The settled state is absorbing in the
+  training configuration (success does not end the episode), so its value
+  is the largest of any state.
   """
   verdict = cube_tray_verdict(env)
   tcp = env.sim.data.site_xpos[:, site_id(env, tcp_site, robot)]
   cube = root_pos_w(env, names.cube)
   tray = root_pos_w(env, names.tray)
-  dist = torch.linalg.vector_norm(cube - tcp, dim=-1)
-  reach = 0.5 * (1 - torch.tanh(dist / 0.3)) + 0.5 * (1 - torch.tanh(dist / 0.03))
-  over = torch.linalg.vector_norm(cube[:, :2] - tray[:, :2], dim=-1)
-  carry = 1 - torch.tanh(over / 0.1)
-  gap = (cube[:, 2] - (tray[:, 2] + names.tray_floor_top + 0.02)).clamp_min(0.0)
-  over_footprint = (cube[:, :2] - tray[:, :2]).abs().amax(dim=-1) <= 0.03
-  lower = over_footprint.float() * (1 - torch.tanh(gap / 0.05))
-  reward = REACH_MAX * reach
-  held = GRASP_BASE + CARRY_GAIN * carry + LOWER_GAIN * lower
-  reward = torch.where(cube_grasped(env, names), held, reward)
+  reach = _near_and_far(torch.linalg.vector_norm(cube - tcp, dim=-1), 0.03, 0.3)
+  floor = tray[:, 2] + names.tray_floor_top + names.cube_half  # resting centre
+  carry_z = floor + carry_height
+  table = env.scene.env_origins[:, 2] + names.cube_half
+  lift = ((cube[:, 2] - table) / (carry_z - table)).clamp(0.0, 1.0)
+  above = torch.cat([tray[:, :2], carry_z[:, None]], dim=-1)
+  carry = _near_and_far(torch.linalg.vector_norm(cube - above, dim=-1), 0.02, 0.2)
+  over = (cube[:, :2] - tray[:, :2]).abs().amax(dim=-1) <= OVER_TRAY
+  lower = (1 - (cube[:, 2] - floor) / LOWER_SPAN).clamp(0.0, 1.0)
+  held = torch.where(
+    over,
+    OVER_BASE + LOWER_GAIN * lower,
+    GRASP_BASE + LIFT_GAIN * lift + CARRY_GAIN * carry,
+  )
+  reward = torch.where(cube_grasped(env, names), held, REACH_MAX * reach)
   in_tray = verdict["contained"] & verdict["supported"]
   reward = torch.where(in_tray & ~verdict["released"], PUT_DOWN_HELD, reward)
   evaluator_steps = env.metrics_manager.cfg[VERDICT_TERM].func.evaluator.required_steps
@@ -344,6 +371,23 @@ def cube_quat_b(
   return quat_mul(quat_inv(root_quat_w(env, robot)), root_quat_w(env, cube))
 
 
+def cube_yaw_to_tool(
+  env: ManagerBasedRlEnv, tcp_site: str, cube: str = "cube", robot: str = "robot"
+) -> torch.Tensor:
+  """The turn about world z [rad] that lines the tool's closing axis up with
+  a pair of the cube's faces, the nearest of the quarter turns, in
+  [-pi/4, pi/4), [num_envs, 1]. The cube is square under quarter turns: its
+  quaternion alone leaves a policy to learn that symmetry."""
+  sid = site_id(env, tcp_site, robot)
+  tool_x = env.sim.data.site_xmat[:, sid].reshape(-1, 3, 3)[:, :, 0]
+  cube_x = matrix_from_quat(root_quat_w(env, cube))[:, :, 0]
+  turn = torch.atan2(cube_x[:, 1], cube_x[:, 0]) - torch.atan2(
+    tool_x[:, 1], tool_x[:, 0]
+  )
+  quarter = torch.pi / 2
+  return (torch.remainder(turn + quarter / 2, quarter) - quarter / 2).unsqueeze(-1)
+
+
 def tool_cube_distance(
   env: ManagerBasedRlEnv, tcp_site: str, cube: str = "cube", robot: str = "robot"
 ) -> torch.Tensor:
@@ -352,10 +396,44 @@ def tool_cube_distance(
   return torch.linalg.vector_norm(root_pos_w(env, cube) - tcp, dim=-1)
 
 
-def cube_lifted(
-  env: ManagerBasedRlEnv, cube: str = "cube", clearance: float = 0.02
+STAGES = ("reached", "grasped", "lifted", "over_tray", "in_tray", "released")
+"""The task's stages in order, as training metrics (each an episode's max)."""
+
+
+def stage_flag(
+  env: ManagerBasedRlEnv,
+  stage: str,
+  tcp_site: str,
+  names: CubeTrayNames = CubeTrayNames(),
+  robot: str = "robot",
 ) -> torch.Tensor:
-  """Metric: 1 while the cube is held up, its centre ``clearance`` above its
-  resting height on the table, [num_envs]."""
-  z = root_pos_w(env, cube)[:, 2] - env.scene.env_origins[:, 2]
-  return (z > 0.02 + clearance).float()
+  """Metric: 1 while the task is at ``stage`` or past it, [num_envs]:
+
+  - reached: the tool centre within 30 mm of the cube centre;
+  - grasped: both pads on the cube;
+  - lifted: held, its centre 20 mm above its resting height on the table;
+  - over_tray: held, its centre over the footprint (``OVER_TRAY``);
+  - in_tray: contained and supported by the tray floor (the evaluator's);
+  - released: in the tray and no robot body touching it.
+  """
+  if stage in ("in_tray", "released"):
+    verdict = cube_tray_verdict(env)
+    flag = verdict["contained"] & verdict["supported"]
+    if stage == "released":
+      flag = flag & verdict["released"]
+    return flag.float()
+  cube = root_pos_w(env, names.cube)
+  if stage == "reached":
+    tcp = env.sim.data.site_xpos[:, site_id(env, tcp_site, robot)]
+    return (torch.linalg.vector_norm(cube - tcp, dim=-1) <= 0.03).float()
+  held = cube_grasped(env, names)
+  if stage == "grasped":
+    return held.float()
+  if stage == "lifted":
+    table = env.scene.env_origins[:, 2] + names.cube_half
+    return (held & (cube[:, 2] > table + 0.02)).float()
+  if stage == "over_tray":
+    tray = root_pos_w(env, names.tray)
+    over = (cube[:, :2] - tray[:, :2]).abs().amax(dim=-1) <= OVER_TRAY
+    return (held & over).float()
+  raise ValueError(f"unknown stage {stage!r}; stages: {STAGES}")
