@@ -281,3 +281,21 @@ def test_readings_match_the_examiners_look_for_standing_and_lying_glasses(env):
     )
   # The lying glass is read half its height away from its foot.
   assert np.hypot(*(got[0, :2].numpy() - xpos[0, :2])) > g.height / 2 - 0.01
+
+
+def test_hand_to_group_pays_coming_down_to_a_glass(env):
+  """The shaping term against a per-glass NumPy recount: the distance from
+  the tool to the nearest glass's foot at the lowest push height; the hand
+  as reset leaves it, 0.30 m above the table, earns a small fraction."""
+  from assets.ur5_rg2 import TCP_SITE_NAME
+  from evaluators.glass_push.hand import LOWEST_TCP_Z
+
+  env.reset()
+  sid = mdp.site_id(env, TCP_SITE_NAME, "robot")
+  tcp = (env.sim.data.site_xpos[:, sid] - env.scene.env_origins).double().numpy()
+  got = mdp.hand_to_group(env, POOL, TCP_SITE_NAME, "robot").double().numpy()
+  for i in range(env.num_envs):
+    feet = np.array([(g.x, g.y, LOWEST_TCP_Z) for g in _true_glasses(i)])
+    nearest = np.linalg.norm(feet - tcp[i], axis=1).min()
+    np.testing.assert_allclose(got[i], 1 - np.tanh(nearest / 0.1), atol=1e-5)
+  assert (got < 0.01).all()  # 0.3 m up: tanh(3) leaves 0.005

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from evaluators.glass_push import room
+from evaluators.glass_push.hand import LOWEST_TCP_Z
 from evaluators.glass_push.hidden import (
   NOISE_HEIGHT,
   NOISE_POSITION,
@@ -185,12 +186,16 @@ def glasses_lost(env: ManagerBasedRlEnv, pool: tuple[int, ...]) -> torch.Tensor:
 def hand_to_group(
   env: ManagerBasedRlEnv, pool: tuple[int, ...], tcp_site: str, robot: str
 ) -> torch.Tensor:
-  """1 - tanh(distance from the tool to the nearest glass / 0.1 m): come
-  close to the glasses (a shaping term; the room is what pays)."""
+  """1 - tanh(distance from the tool to the nearest glass's foot at push
+  height / 0.1 m): come close to the glasses, down where a push moves them
+  (a shaping term; the room is what pays). The tool starts 0.30 m above the
+  table: a horizontal distance alone paid a hand hovering over the group."""
   t = table(env, pool)
   pos, _ = glass_poses(env)
   tcp = env.sim.data.site_xpos[:, site_id(env, tcp_site, robot)] - env.scene.env_origins
-  dist = torch.linalg.vector_norm(pos[..., :2] - tcp[:, None, :2], dim=-1)
+  offset = pos - tcp[:, None, :]
+  offset[..., 2] += LOWEST_TCP_Z  # the lowest tool height a push reaches
+  dist = torch.linalg.vector_norm(offset, dim=-1)
   dist = torch.where(t.present, dist, torch.full_like(dist, 10.0)).min(1).values
   return 1.0 - torch.tanh(dist / 0.1)
 
