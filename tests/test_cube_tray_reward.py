@@ -2,8 +2,8 @@
 
 Measured as the training configuration pays it (C engine, 4 randomized
 environments, success absorbing): from the moment the expert releases the
-cube, letting go and settling is worth more (discounted return, gamma 0.99,
-the PPO runner's) than holding the cube over the tray forever; no state
+cube, letting go and settling is worth more (discounted return with the
+registered PPO runner's gamma) than holding the cube over the tray forever; no state
 before success pays as much per step as the settled state.
 """
 
@@ -14,10 +14,12 @@ import io
 
 import numpy as np
 import torch
+from mjlab.tasks.registry import load_rl_cfg
 
+import mjlab_tasks.tasks  # noqa: F401  (registers the tasks)
 from experts.cube_tray import ACTION_NAMES, CubeTrayExpert
+from mjlab_tasks import cube_tray
 from mjlab_tasks.common.c_engine import make_env
-from mjlab_tasks.common.rl_cfg import ppo_runner_cfg
 from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
 from mjlab_tasks.cube_tray.mdp import SETTLED, cube_tray_verdict
 
@@ -65,7 +67,7 @@ def _return_from(rewards: np.ndarray, start: int, gamma: float) -> float:
 
 
 def test_letting_go_beats_holding_the_cube_over_the_tray(rng_seed):
-  gamma = ppo_runner_cfg("x").algorithm.gamma
+  gamma = load_rl_cfg(cube_tray.TASK_ID).algorithm.gamma
   seed = int(rng_seed % (1 << 31))
   let_go, release, settled = _rollout(seed, hold_after_release=False)
   hold, release_hold, settled_hold = _rollout(seed, hold_after_release=True)

@@ -3,7 +3,7 @@
 from mjlab.rl import RslRlModelCfg, RslRlOnPolicyRunnerCfg, RslRlPpoAlgorithmCfg
 
 
-def ppo_runner_cfg(experiment_name: str) -> RslRlOnPolicyRunnerCfg:
+def ppo_runner_cfg(experiment_name: str, gamma: float = 0.99) -> RslRlOnPolicyRunnerCfg:
   return RslRlOnPolicyRunnerCfg(
     actor=RslRlModelCfg(
       hidden_dims=(256, 256, 128),
@@ -27,7 +27,7 @@ def ppo_runner_cfg(experiment_name: str) -> RslRlOnPolicyRunnerCfg:
       num_mini_batches=4,
       learning_rate=1.0e-3,
       schedule="adaptive",
-      gamma=0.99,
+      gamma=gamma,
       lam=0.95,
       desired_kl=0.01,
       max_grad_norm=1.0,

@@ -251,6 +251,23 @@ def cube_grasped(env: ManagerBasedRlEnv, names: CubeTrayNames) -> torch.Tensor:
   return touching[0] & touching[1]
 
 
+PINCH_RADIUS = 0.03
+"""Largest distance [m] of the tool centre (between the pads) from the cube
+centre for a pinch: both pads touching a cube held at their tips or edges
+is not one (measured: a policy paid for such touches kept them, never
+lifting)."""
+
+
+def cube_pinched(
+  env: ManagerBasedRlEnv, names: CubeTrayNames, tcp_site: str, robot: str = "robot"
+) -> torch.Tensor:
+  """Both pads touch the cube and the cube sits between them (the tool
+  centre within ``PINCH_RADIUS`` of its centre), [num_envs] bool."""
+  tcp = env.sim.data.site_xpos[:, site_id(env, tcp_site, robot)]
+  near = torch.linalg.vector_norm(root_pos_w(env, names.cube) - tcp, dim=-1)
+  return cube_grasped(env, names) & (near <= PINCH_RADIUS)
+
+
 def grasp_state(env: ManagerBasedRlEnv, names: CubeTrayNames) -> torch.Tensor:
   """Observation: 1 while both pads touch the cube, else 0, [num_envs, 1]."""
   return cube_grasped(env, names).float().unsqueeze(-1)
@@ -260,17 +277,16 @@ def grasp_state(env: ManagerBasedRlEnv, names: CubeTrayNames) -> torch.Tensor:
 # stage's best is below the next stage's worst, and only a settled cube earns
 # the maximum, so finishing is worth more per step than any stage before it.
 REACH_MAX = 0.15
-GRASP_BASE, LIFT_GAIN, CARRY_GAIN = (
-  0.25,
-  0.1,
-  0.1,
-)  # held, not over the tray: .25 .. .45
-OVER_BASE, LOWER_GAIN = 0.45, 0.15  # held over the tray: 0.45 .. 0.6
+# Held, not over the tray: 0.25 .. 0.5; held over it: 0.5 .. 0.65.
+GRASP_BASE, LIFT_GAIN, CARRY_GAIN = 0.25, 0.1, 0.15
+OVER_BASE, LOWER_GAIN = 0.5, 0.15
+OVERSHOOT = 0.1
+"""Height [m] above the carry height at which lifting stops paying."""
 LOWER_SPAN = 0.15
 """Height [m] over which lowering the held cube into the tray pays, from its
 resting place up: it starts above the carry height, so a cube held high over
 the tray is drawn down too."""
-PUT_DOWN_HELD = 0.7  # resting in the tray, still held
+PUT_DOWN_HELD = 0.72  # resting in the tray, still held
 RELEASED_BASE, CALM_GAIN = 0.8, 0.15  # released in the tray: 0.8 .. 0.95
 SETTLED = 1.0
 OVER_TRAY = 0.03
@@ -296,21 +312,28 @@ def cube_tray_progress(
   - reach (cube not held): ``0.15 * reach``, ``reach`` in [0, 1] from the
     tool to cube distance (a far and a near tanh, so it has slope at the
     start distance of 0.3 to 0.45 m as well as near the cube);
-  - held (both pads on the cube): 0.25, plus up to 0.1 as the cube rises
-    from the table to ``carry_height`` above the tray floor (over the walls),
-    plus up to 0.1 as it comes to the point at that height over the tray
-    centre. Carrying pays only for a lifted cube: a cube pushed along the
-    table toward the tray ends at the wall;
-  - held over the footprint (``OVER_TRAY``): 0.45, plus up to 0.15 as it
-    comes down to the floor (from ``LOWER_SPAN`` above it);
-  - resting in the tray, still held: 0.7;
+  - held (pinched, ``cube_pinched``): 0.25, plus up to 0.1 as the cube rises
+    from the table to ``carry_height`` above the tray floor (over the walls;
+    less again above it, nothing from ``OVERSHOOT`` higher),
+    plus up to 0.15 as it comes over the tray centre (a far and a near
+    tanh, 0.3 m and 50 mm: the last centimetres before the footprint pay
+    too; at 20 mm the cube was held 5 to 20 cm off, measured). Carrying
+    pays for the horizontal distance only (a 3-D distance to a point over
+    the tray left a cube carried higher with no pull to the centre:
+    measured, carried past the tray at 15 cm), and it pays a cube not yet
+    lifted as well (paid only times the lift, it slowed the first carries:
+    no cube over the tray in 700 iterations against 40 % without);
+  - held over the footprint (``OVER_TRAY``): 0.5, plus up to 0.15 as it
+    comes down to the floor (from ``LOWER_SPAN`` above it), times how well
+    it is centred (1 at the centre, 0 at ``OVER_TRAY`` from it);
+  - resting in the tray, still held: 0.72;
   - resting in the tray, released: 0.8, rising to 0.95 as the settling clock
     runs;
   - settled (the evaluator's conditions held for 0.5 s, now): 1.0.
 
   Each stage's best is below the next stage's worst, and the later stages
   are spaced widest: they are the ones exploration finds last. A policy
-  that holds the cube over the tray forever earns at most 0.7 per step;
+  that holds the cube over the tray forever earns at most 0.65 per step;
   letting go leads to 1.0 per step. The settled state is absorbing in the
   training configuration (success does not end the episode), so its value
   is the largest of any state.
@@ -323,17 +346,26 @@ def cube_tray_progress(
   floor = tray[:, 2] + names.tray_floor_top + names.cube_half  # resting centre
   carry_z = floor + carry_height
   table = env.scene.env_origins[:, 2] + names.cube_half
+  # Rising to the carry height pays; rising above it pays less again (a
+  # policy paid for height alone lifted the cube to 0.5 m, out of reach of
+  # the tray: measured).
   lift = ((cube[:, 2] - table) / (carry_z - table)).clamp(0.0, 1.0)
-  above = torch.cat([tray[:, :2], carry_z[:, None]], dim=-1)
-  carry = _near_and_far(torch.linalg.vector_norm(cube - above, dim=-1), 0.02, 0.2)
+  lift = lift - ((cube[:, 2] - carry_z) / OVERSHOOT).clamp(0.0, 1.0)
+  to_tray = torch.linalg.vector_norm(cube[:, :2] - tray[:, :2], dim=-1)
+  carry = _near_and_far(to_tray, 0.05, 0.3)
   over = (cube[:, :2] - tray[:, :2]).abs().amax(dim=-1) <= OVER_TRAY
   lower = (1 - (cube[:, 2] - floor) / LOWER_SPAN).clamp(0.0, 1.0)
+  # Lowering pays in full only with the cube centred: off centre, a finger
+  # comes down on a wall (measured: cubes held over the footprint, never
+  # lowered).
+  centred = (1 - to_tray / OVER_TRAY).clamp(0.0, 1.0)
   held = torch.where(
     over,
-    OVER_BASE + LOWER_GAIN * lower,
+    OVER_BASE + LOWER_GAIN * lower * centred,
     GRASP_BASE + LIFT_GAIN * lift + CARRY_GAIN * carry,
   )
-  reward = torch.where(cube_grasped(env, names), held, REACH_MAX * reach)
+  pinched = cube_pinched(env, names, tcp_site, robot)
+  reward = torch.where(pinched, held, REACH_MAX * reach)
   in_tray = verdict["contained"] & verdict["supported"]
   reward = torch.where(in_tray & ~verdict["released"], PUT_DOWN_HELD, reward)
   evaluator_steps = env.metrics_manager.cfg[VERDICT_TERM].func.evaluator.required_steps
@@ -410,7 +442,8 @@ def stage_flag(
   """Metric: 1 while the task is at ``stage`` or past it, [num_envs]:
 
   - reached: the tool centre within 30 mm of the cube centre;
-  - grasped: both pads on the cube;
+  - grasped: pinched (``cube_pinched``: both pads on it, the tool centre
+    within 30 mm of its centre);
   - lifted: held, its centre 20 mm above its resting height on the table;
   - over_tray: held, its centre over the footprint (``OVER_TRAY``);
   - in_tray: contained and supported by the tray floor (the evaluator's);
@@ -425,8 +458,8 @@ def stage_flag(
   cube = root_pos_w(env, names.cube)
   if stage == "reached":
     tcp = env.sim.data.site_xpos[:, site_id(env, tcp_site, robot)]
-    return (torch.linalg.vector_norm(cube - tcp, dim=-1) <= 0.03).float()
-  held = cube_grasped(env, names)
+    return (torch.linalg.vector_norm(cube - tcp, dim=-1) <= PINCH_RADIUS).float()
+  held = cube_pinched(env, names, tcp_site, robot)
   if stage == "grasped":
     return held.float()
   if stage == "lifted":
