@@ -131,8 +131,10 @@ def test_image_observations_on_the_c_engine(c_env):
   assert images["scene_rgb"].shape == (2, 240, 320, 3)
   assert images["scene_rgb"].dtype == torch.uint8
   assert images["wrist_rgb"].float().std() > 10  # A picture, not a blank.
-  # The state groups are what they are without cameras.
-  assert obs["actor"].shape == (2, 38)
+  # The state groups are what they are without cameras: joints 6 + 6, tool
+  # pose 7, gripper 1, last action 7, cube terms 3 + 3 + 4 + 1, grasped 1,
+  # target lead 3.
+  assert obs["actor"].shape == (2, 42)
 
 
 def test_each_environment_sees_its_own_scene(c_env):

@@ -41,7 +41,9 @@ OBS_KEYS = {  # The task's actor observation terms.
   "tcp_to_cube",
   "cube_to_goal",
   "cube_quat",
+  "cube_yaw_to_tool",
   "grasped",
+  "target_lead",
 }
 
 

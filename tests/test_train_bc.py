@@ -49,7 +49,9 @@ TASK_ORDER = [  # The task's actor terms, in the environment's order.
   "tcp_to_cube",
   "cube_to_goal",
   "cube_quat",
+  "cube_yaw_to_tool",
   "grasped",
+  "target_lead",
 ]
 TRAINED = [t for t in TASK_ORDER if t != "actions"]  # train_bc's default terms
 CPU = ["--engine", "mujoco", "--device", "cpu"]
