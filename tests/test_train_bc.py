@@ -115,7 +115,7 @@ def test_trained_policy_is_scored(demos, tmp_path, capsys):
   resized = dict(ckpt, obs_sizes=[*ckpt["obs_sizes"][:-1], 2])
   for name, bad, message in (
     ("renamed", renamed, "(no holding)"),
-    ("resized", resized, "grasped of size 2; the environment's has 1"),
+    ("resized", resized, "target_lead of size 2; the environment's has 3"),
   ):
     torch.save(bad, tmp_path / f"{name}.pt")
     argv = ["--policy", str(tmp_path / f"{name}.pt"), "--num-envs", "1", *CPU]
