@@ -4,7 +4,7 @@ and the observations are what they say they are.
 Measured as the training configuration pays it (C engine, cleared bin
 absorbing): from the moment the expert releases an object at the drop
 destination, letting go (and the expert going on) is worth more (discounted
-return, gamma 0.99, the PPO runner's) than holding the object there forever.
+return, the registered PPO runner's gamma) than holding the object there forever.
 """
 
 from __future__ import annotations
@@ -15,13 +15,15 @@ import io
 import numpy as np
 import pytest
 import torch
+from mjlab.tasks.registry import load_rl_cfg
 from scipy.spatial.transform import Rotation
 
+import mjlab_tasks.tasks  # noqa: F401  (registers the tasks)
 from experts.bin_pick.expert import BinPickExpert, Stage
+from mjlab_tasks import bin_pick
 from mjlab_tasks.bin_pick.env_cfg import bin_pick_env_cfg, pourer
 from mjlab_tasks.bin_pick.mdp import bin_pick_verdict
 from mjlab_tasks.common.c_engine import make_env
-from mjlab_tasks.common.rl_cfg import ppo_runner_cfg
 from mjlab_tasks.common.scene import ROBOT
 
 AFTER_RELEASE = 40  # 2 s at least after the release.
@@ -86,7 +88,7 @@ def _return_from(rewards: np.ndarray, start: int, gamma: float) -> float:
 
 @pytest.mark.slow  # about 100 s: three expert deliveries on the C engine
 def test_delivering_beats_holding_the_object_over_the_drop_point(rng_seed):
-  gamma = ppo_runner_cfg("x").algorithm.gamma
+  gamma = load_rl_cfg(bin_pick.TASK_ID).algorithm.gamma
   seed = int(rng_seed % 1000)
   # The 140 x 60 mm development bin: the expert delivers its first object in
   # about 10 to 30 s there.

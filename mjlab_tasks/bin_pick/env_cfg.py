@@ -547,8 +547,11 @@ def bin_pick_env_cfg(
     "bin_cleared": MetricsTermCfg(func=mdp.bin_cleared_flag, reduce="max"),
     "delivered_any": MetricsTermCfg(func=mdp.delivered_any_flag, reduce="max"),
     "grasped": MetricsTermCfg(func=mdp.grasped_flag, reduce="max"),
+    "pinched": MetricsTermCfg(func=mdp.pinched_flag, params=tool, reduce="max"),
     "lifted": MetricsTermCfg(
-      func=mdp.lifted_flag, params={"rim_z": geometry.rim_z}, reduce="max"
+      func=mdp.lifted_flag,
+      params={"rim_z": geometry.rim_z, **tool},
+      reduce="max",
     ),
     "tool_object_distance": MetricsTermCfg(
       func=mdp.tool_object_distance, params=tool, reduce="mean"

@@ -162,6 +162,33 @@ def objects_grasped(env: ManagerBasedRlEnv) -> torch.Tensor:
   return torch.stack([(f.sum(-1) > 0).all(-1) for f in found], dim=-1)
 
 
+PINCH_MARGIN = 0.01
+"""How far [m] the tool centre may lie outside a held object's bounding box
+(body frame) for the object to count as pinched between the fingers."""
+
+
+def objects_pinched(
+  env: ManagerBasedRlEnv, tcp_site: str, robot: str = "robot"
+) -> torch.Tensor:
+  """Both pads touch the object and the tool centre lies within its bounding
+  box padded by ``PINCH_MARGIN``, [num_envs, K] bool: the object sits between
+  the fingers. Touches at the fingertips with the tool centre beside the
+  object do not count (on cube-in-tray a reward paying any touch of both
+  pads was kept that way and never lifted, docs/training.md)."""
+  from mjlab_tasks.bin_pick.env_cfg import pourer
+
+  p = pourer(env)
+  state = bin_pick_objects(env)
+  quats = torch.stack([env.scene[n].data.root_link_quat_w for n in p.cfg.names], 1)
+  offset_w = _tool_position(env, tcp_site, robot)[:, None] - state.pos
+  local = quat_apply_inverse(quats, offset_w)
+  extents = torch.tensor(
+    [d.extent for d in p.cfg.objects], dtype=torch.float32, device=env.device
+  )
+  inside = (local.abs() <= extents + PINCH_MARGIN).all(-1)
+  return objects_grasped(env) & inside
+
+
 def _tool_position(env: ManagerBasedRlEnv, tcp_site: str, robot: str) -> torch.Tensor:
   """Tool centre point, env frame [num_envs, 3]."""
   return (
@@ -185,7 +212,7 @@ def object_stages(
   """Progress in [0, 0.85] of every object towards delivery, [num_envs, K]:
 
   - not held: ``0.2 * reach`` (tool to object distance, a far and a near tanh);
-  - held (both pads on it): 0.3, + 0.1 as its lowest point rises to the rim,
+  - held (pinched, ``objects_pinched``): 0.3, + 0.1 as its lowest point rises to the rim,
     + 0.2 as it comes over the drop destination, + 0.1 as it comes down to
     the table there (outside the bin);
   - resting on the table at the drop destination, held: 0.75; released: 0.85.
@@ -203,7 +230,7 @@ def object_stages(
   at_drop = verdict["outside_bin"] & verdict["near_drop"]
   lower = at_drop.float() * (1 - torch.tanh(state.lo[..., 2].clamp_min(0.0) / 0.05))
   held = HELD_BASE + LIFT_GAIN * lift + CARRY_GAIN * carry + LOWER_GAIN * lower
-  stage = torch.where(objects_grasped(env), held, REACH_MAX * reach)
+  stage = torch.where(objects_pinched(env, tcp_site, robot), held, REACH_MAX * reach)
   placed = at_drop & verdict["supported"]
   stage = torch.where(placed & ~verdict["released"], PLACED_HELD, stage)
   return torch.where(placed & verdict["released"], PLACED_RELEASED, stage)
@@ -308,10 +335,20 @@ def grasped_flag(env: ManagerBasedRlEnv) -> torch.Tensor:
   return objects_grasped(env).any(-1).float()
 
 
-def lifted_flag(env: ManagerBasedRlEnv, rim_z: float) -> torch.Tensor:
-  """Metric: 1 while a held object's lowest point is above the rim, [num_envs]."""
+def pinched_flag(
+  env: ManagerBasedRlEnv, tcp_site: str, robot: str = "robot"
+) -> torch.Tensor:
+  """Metric: 1 while some object is pinched between the fingers, [num_envs]."""
+  return objects_pinched(env, tcp_site, robot).any(-1).float()
+
+
+def lifted_flag(
+  env: ManagerBasedRlEnv, rim_z: float, tcp_site: str, robot: str = "robot"
+) -> torch.Tensor:
+  """Metric: 1 while a pinched object's lowest point is above the rim,
+  [num_envs]."""
   above = bin_pick_objects(env).lo[..., 2] > rim_z
-  return (objects_grasped(env) & above).any(-1).float()
+  return (objects_pinched(env, tcp_site, robot) & above).any(-1).float()
 
 
 def tool_object_distance(
