@@ -341,14 +341,13 @@ def test_a_roll_pins_its_object_until_it_is_still(expert, holds, speed, then):
   ],
 )
 def test_the_grip_presses_with_a_multiple_of_the_weight(
-  expert, stage, stage_time, follows, planned_tighter
+  expert, stage, stage_time, follows, planned_tighter, rng
 ):
   # Fingers at a random opening; the pads are on the object from grip_after
   # into the close: the target is then the opening less the effort that
   # presses each pad with grip_ratio x the weight (one effort unit: 2 / 0.110
   # N per finger through the tendon), never looser than the planned target.
   env = expert.env
-  rng = np.random.default_rng()
   fingers = [
     env.sim.mj_model.joint(f"robot/{side}_finger_joint").qposadr[0]
     for side in ("left", "right")
@@ -378,11 +377,10 @@ def test_the_grip_presses_with_a_multiple_of_the_weight(
   assert float(expert.gripper[0]) == pytest.approx(expected, abs=1e-6)
 
 
-def test_segment_box_span_matches_a_sampled_segment():
+def test_segment_box_span_matches_a_sampled_segment(rng):
   # Random segments (some parallel to an axis, some a point) and boxes; the
   # reference: the first and last of 20,001 points along each one that lie
   # in its box.
-  rng = np.random.default_rng()
   n = 300
   a = rng.uniform(-1, 1, (n, 2))
   b = rng.uniform(-1, 1, (n, 2))
@@ -437,11 +435,10 @@ def test_moves_out_of_and_into_the_bin_stay_level_over_its_walls(
   assert torch.allclose(expert.via[0], expected, atol=1e-5)
 
 
-def test_a_routed_move_aims_at_its_via_point_then_at_its_target(expert):
+def test_a_routed_move_aims_at_its_via_point_then_at_its_target(expert, rng):
   # The tool at home; a via point 10 cm away along a random direction: the
   # action points at it (and the stage does not arrive) until the commanded
   # pose passes it.
-  rng = np.random.default_rng()
   tool_pos, _ = expert._tool()
   direction = torch.tensor(rng.normal(size=3), dtype=torch.float32)
   direction /= torch.linalg.vector_norm(direction)
@@ -463,12 +460,12 @@ def test_a_routed_move_aims_at_its_via_point_then_at_its_target(expert):
   "spin, stage_time, then",
   [(0.0, 0.0, Stage.RELEASE), (0.3, 0.0, Stage.LOWER), (0.3, 2.0, Stage.RELEASE)],
 )
-def test_the_object_is_released_still(expert, spin, stage_time, then):
+def test_the_object_is_released_still(expert, spin, stage_time, then, rng):
   # Lowered (tool at its target); the object turning at `spin` rad/s about a
   # random axis: above the evaluator's 0.1 rad/s it is held until it is
   # still, or until release_settle into the lowering.
   env = expert.env
-  axis = np.random.default_rng().normal(size=3)
+  axis = rng.normal(size=3)
   obj = env.scene["obj_00"]
   state = torch.cat([obj.data.root_link_pose_w, torch.zeros(1, 6)], dim=-1)
   state[0, 10:13] = torch.tensor(spin * axis / np.linalg.norm(axis))
@@ -482,11 +479,11 @@ def test_the_object_is_released_still(expert, spin, stage_time, then):
 
 
 @pytest.mark.parametrize("turn_deg, times_out", [(0.5, True), (40.0, False)])
-def test_a_motion_still_turning_does_not_time_out(expert, turn_deg, times_out):
+def test_a_motion_still_turning_does_not_time_out(expert, turn_deg, times_out, rng):
   # Past the stage timeout, descending; the target orientation turned about a
   # random axis from the commanded one (here the tool's): while more than one
   # step's turn (1 degree) is left, the motion goes on.
-  axis = np.random.default_rng().normal(size=3)
+  axis = rng.normal(size=3)
   axis = torch.tensor(axis / np.linalg.norm(axis), dtype=torch.float32)
   turn = quat_from_angle_axis(torch.tensor([np.radians(turn_deg)]), axis[None])
   expert.target_quat[:] = quat_mul(turn, expert.target_quat)
@@ -497,7 +494,7 @@ def test_a_motion_still_turning_does_not_time_out(expert, turn_deg, times_out):
   assert stage == (Stage.RECOVER if times_out else Stage.DESCEND)
 
 
-def test_the_drop_slot_is_the_free_one_nearest_the_bin(expert, monkeypatch):
+def test_the_drop_slot_is_the_free_one_nearest_the_bin(expert, monkeypatch, rng):
   # Random objects (random bounding radii) around the drop destination, some
   # farther than 0.3 m from it (they do not count), and a random held-object
   # reach. Reference: the slots (the centre, six at 80 mm, ten at 115 mm)
@@ -507,7 +504,6 @@ def test_the_drop_slot_is_the_free_one_nearest_the_bin(expert, monkeypatch):
   # from the bin's centre, else the one farthest from those circles.
   from mjlab_tasks.bin_pick.env_cfg import BIN_CENTRE, DROP_DESTINATION
 
-  rng = np.random.default_rng()
   drop = np.array(DROP_DESTINATION)
   slots = [np.zeros(2)] + [
     0.08 * np.array([np.cos(a), np.sin(a)]) for a in np.arange(6) * np.pi / 3
@@ -561,11 +557,13 @@ def test_the_drop_slot_is_the_free_one_nearest_the_bin(expert, monkeypatch):
     (0.05, CFG.settle_time, Stage.MOVE_ABOVE),
   ],
 )
-def test_planning_waits_for_the_objects_to_be_still(expert, speed, stage_time, then):
+def test_planning_waits_for_the_objects_to_be_still(
+  expert, speed, stage_time, then, rng
+):
   # The object moving at `speed` m/s in a random horizontal direction (over
   # the evaluator's 0.01 m/s: it just slipped or was pushed): planning waits
   # for it to be still, at most settle_time.
-  direction = np.random.default_rng().normal(size=2)
+  direction = rng.normal(size=2)
   obj = expert.env.scene["obj_00"]
   state = torch.cat([obj.data.root_link_pose_w, torch.zeros(1, 6)], dim=-1)
   state[0, 7:9] = torch.tensor(speed * direction / np.linalg.norm(direction))
@@ -607,7 +605,9 @@ def test_an_object_undelivered_after_its_verified_delivery(
   assert row["undelivered_reasons"] == {"obj_00": reason}
 
 
-def test_a_bin_cleared_at_one_step_is_reported_beside_the_last_steps_outcome(expert):
+def test_a_bin_cleared_at_one_step_is_reported_beside_the_last_steps_outcome(
+  expert, rng
+):
   # ManiSkill reports success_once beside success_at_end; the report's
   # outcome is the last step's verdict and `cleared_at_s` the first step the
   # bin was cleared (the task's termination would have ended the episode
@@ -620,7 +620,7 @@ def test_a_bin_cleared_at_one_step_is_reported_beside_the_last_steps_outcome(exp
   half_height = expert.pour.cfg.objects[0].extent[2]
   on_table[0, :3] = env.scene.env_origins[0] + torch.tensor([0.3, 0.4, half_height])
   on_table[0, 3] = 1.0
-  cleared_step = int(np.random.default_rng().integers(2, 30))
+  cleared_step = int(rng.integers(2, 30))
   watch = script.Watch.empty(1)
   quiet = torch.zeros(1, dtype=torch.bool)
   for step in range(1, cleared_step + 5):
@@ -648,7 +648,7 @@ def test_a_bin_cleared_at_one_step_is_reported_beside_the_last_steps_outcome(exp
   assert row["cleared_at_s"] is None and row["first_delivery_at_s"] is None
 
 
-def test_a_stopped_run_ends_once_the_objects_are_still(expert):
+def test_a_stopped_run_ends_once_the_objects_are_still(expert, rng):
   # The expert has stopped; the evaluation run goes on until the objects are
   # still (stopping at once would judge a just-placed, rocking object at an
   # instant a run to --max-steps would not), for at most SETTLE_S.
@@ -660,7 +660,6 @@ def test_a_stopped_run_ends_once_the_objects_are_still(expert):
   assert script.run(env, expert, None, 100, names).steps == 0
   # Thrown onto the table beside the drop point: it flies, lands, slides.
   obj = env.scene["obj_00"]
-  rng = np.random.default_rng()
   state = torch.zeros(1, 13)
   state[0, :3] = env.scene.env_origins[0] + torch.tensor(
     [0.3, 0.4, 0.05 + rng.uniform(0.0, 0.05)]
