@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import warnings
 
+import mujoco
 import numpy as np
 import pytest
 import torch
@@ -42,10 +43,12 @@ def _env(arm_action: str, compiled: bool, num_envs: int = NUM_ENVS, **kwargs):
   return env
 
 
-def _random_arm_state(env, rng) -> None:
-  """Random arm joint positions (within 0.6 rad of home) and velocities."""
+def _random_arm_state(env, rng, span: float = 0.6) -> None:
+  """Random arm joint positions (within ``span`` rad of home) and velocities."""
   arm = env.action_manager.get_term("arm")
-  q = torch.tensor(HOME_ARM_Q) + torch.tensor(rng.uniform(-0.6, 0.6, (env.num_envs, 6)))
+  q = torch.tensor(HOME_ARM_Q) + torch.tensor(
+    rng.uniform(-span, span, (env.num_envs, 6))
+  )
   qd = torch.tensor(rng.normal(0.0, 0.3, (env.num_envs, 6)))
   env.scene["robot"].write_joint_state_to_sim(
     q.float(), qd.float(), joint_ids=arm._joint_local_ids
@@ -120,10 +123,11 @@ def test_compiled_targets_match_torch_terms(arm_action, rng):
 
 
 def _run(env, actions: list[torch.Tensor]) -> torch.Tensor:
+  """Each world's exact (float64) joint positions after every step [T, B, nq]."""
   qpos = []
   for action in actions:
     env.step(action)
-    qpos.append(env.sim.data.qpos.clone())
+    qpos.append(torch.from_numpy(env.sim.get_state(mujoco.mjtState.mjSTATE_QPOS)))
   return torch.stack(qpos)
 
 
@@ -134,25 +138,78 @@ def _actions(env, rng, steps: int) -> list[torch.Tensor]:
   ]
 
 
-@pytest.mark.parametrize("arm_action", ["cartesian", "joint"])
-def test_compiled_loop_follows_mjlab_loop(arm_action, rng):
-  python_env = _env(arm_action, compiled=False, num_envs=2)
-  compiled_env = _env(arm_action, compiled=True, num_envs=2)
-  assert python_env.compiled_loop is None
-  assert compiled_env.compiled_loop is not None
-  actions = _actions(python_env, rng, 6)
-  if arm_action == "joint":  # Joint targets near home, not random angles.
-    home = torch.tensor(HOME_ARM_Q).float()
+# The Python loop rounds every target to float32 (the tensors mjlab reads).
+# Measured on the float64 world states, 4 worlds from random arm states,
+# full-lead actions: at most 1.0e-7 rad after one policy step (0.6 rad from
+# home, 20 draws) and 1.2e-7 after six (START_SPAN, 24 draws: the rounding
+# does not compound). A 1 % change of the compiled loop's DLS damping moved
+# the six-step trajectory by 4.3e-7 at least, of its max_dq by 2.5e-4 at
+# least; test_a_one_percent_change_leaves_the_tolerance checks that they
+# fail it.
+SINGLE_STEP_ERROR = 1.0e-7
+TRAJECTORY_TOLERANCE = 2.5 * SINGLE_STEP_ERROR
+STEPS = 6
+START_SPAN = 0.3  # rad from home: away from the low-manipulability poses
+
+
+def _trajectory(arm_action: str, rng, compiled: bool, start_seed: int, change=None):
+  """Six steps from a random arm state (the same for ``start_seed``) with
+  full-lead Cartesian actions (their sign: the targets move the most, so the
+  damped solve and the step limit act) or joint targets 0.2 rad around the
+  start; ``change`` = (control field, factor) alters the compiled loop."""
+  env = _env(arm_action, compiled=compiled)
+  assert (env.compiled_loop is not None) == compiled
+  _random_arm_state(env, np.random.default_rng(start_seed), START_SPAN)
+  if change is not None:
+    field, factor = change
+    setattr(
+      env.compiled_loop.control,
+      field,
+      getattr(env.compiled_loop.control, field) * factor,
+    )
+  actions = [a.sign() for a in _actions(env, rng, STEPS)]
+  if arm_action == "joint":
+    q0 = env.sim.data.qpos[:, env.action_manager.get_term("arm")._qpos_ids].clone()
     for a in actions:
-      a[:, :6] = home + 0.2 * a[:, :6]
-  expected, got = _run(python_env, actions), _run(compiled_env, actions)
-  # The Python loop rounds every target to float32 (the tensors mjlab reads);
-  # measured 1e-5 m / rad after 60 policy steps, 1e-7 after the first.
-  torch.testing.assert_close(got, expected, rtol=0, atol=1e-4)
+      a[:, :6] = q0 + 0.2 * a[:, :6]
+  return env, _run(env, actions)
+
+
+@pytest.mark.parametrize("arm_action", ["cartesian", "joint"])
+def test_compiled_loop_follows_mjlab_loop(arm_action, rng_seed):
+  python_env, expected = _trajectory(
+    arm_action, np.random.default_rng(rng_seed), False, rng_seed + 1
+  )
+  compiled_env, got = _trajectory(
+    arm_action, np.random.default_rng(rng_seed), True, rng_seed + 1
+  )
+  torch.testing.assert_close(got, expected, rtol=0, atol=TRAJECTORY_TOLERANCE)
   for key, value in cube_tray_verdict(python_env).items():
     torch.testing.assert_close(cube_tray_verdict(compiled_env)[key], value)
   python_env.close()
   compiled_env.close()
+
+
+@pytest.mark.parametrize(
+  "arm_action, change",
+  [
+    ("cartesian", ("damping", 1.01)),
+    ("cartesian", ("max_dq", 1.01)),
+    ("joint", ("max_dq", 0.99)),
+  ],
+)
+def test_a_one_percent_change_leaves_the_tolerance(arm_action, change, rng_seed):
+  # The trajectory test's tolerance is tight enough to see a 1 % change of
+  # the compiled loop's damping or step limit (the Python loop unchanged).
+  python_env, expected = _trajectory(
+    arm_action, np.random.default_rng(rng_seed), False, rng_seed + 1
+  )
+  changed_env, got = _trajectory(
+    arm_action, np.random.default_rng(rng_seed), True, rng_seed + 1, change
+  )
+  assert (got - expected).abs().max() > TRAJECTORY_TOLERANCE
+  python_env.close()
+  changed_env.close()
 
 
 def test_substep_metric_accumulates_like_mjlabs_loop(monkeypatch):
