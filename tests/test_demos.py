@@ -205,6 +205,41 @@ def test_replay_detects_a_changed_action(shards, tmp_path, capsys):
   assert "did not reproduce exactly" in capsys.readouterr().err
 
 
+def test_replay_is_not_exact_when_one_recorded_value_differs(shards, tmp_path, capsys):
+  """Verdicts and lengths reproduce, but one recorded number differs (1e-6,
+  one step): a state in the first demo, an observation in the second, a
+  reward in the third. Those episodes are not exact and the tool exits 1;
+  the untouched fourth is exact."""
+  changed = tmp_path / "one_value.hdf5"
+  argv = [*map(str, shards), "--output", str(changed)]
+  assert merge_demos.main(cli_args.parse(merge_demos.Args, argv)) == 0
+  with h5py.File(changed, "r+") as f:
+    data = f["data"]
+    for name, key, column in (
+      ("demo_0", "states", 3),
+      ("demo_1", "obs/tcp_pose", 0),
+      ("demo_2", "rewards", None),
+    ):
+      values = data[name][key]
+      step = values.shape[0] // 2
+      index = step if column is None else (step, column)
+      values[index] = values[index] + 1e-6
+  rc, report = replay(changed)
+  assert rc == 1
+  episodes = report["episodes"]
+  for episode in episodes:
+    assert episode["verdict_reproduced"] and episode["dones_match"], episode
+    assert episode["replayed_steps"] == episode["steps"]
+  state, obs, reward, untouched = episodes
+  assert not state["exact"] and state["max_state_divergence"] > 0
+  assert not obs["exact"] and obs["max_obs_divergence"] > 0
+  assert obs["max_state_divergence"] == 0.0
+  assert not reward["exact"] and reward["max_reward_divergence"] > 0
+  assert reward["max_state_divergence"] == 0.0
+  assert untouched["exact"]
+  assert "3 episode(s) did not reproduce exactly" in capsys.readouterr().err
+
+
 def test_only_success_keeps_only_successes(shards, tmp_path):
   """The shard-0 seeds again, with an episode limit between their two
   episode lengths: the shorter succeeds, the longer times out, and only the
