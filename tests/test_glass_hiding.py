@@ -2,7 +2,9 @@
 anything else with send/recv found in their object graphs, asked every
 request name, must never answer with hidden state (true masses, shapes,
 poses, friction). The training interface answers the truth only for
-training tables, never friction. CPU, C MuJoCo."""
+training tables, never friction. Valid look, top_view, push, follow, take
+and refuse requests answer exactly the documented keys and types, and no
+value equal to a hidden one. CPU, C MuJoCo."""
 
 from __future__ import annotations
 
@@ -241,3 +243,119 @@ def test_secret_search_finds_what_it_looks_for():
   assert _hidden_in(("ok", np.array([0.0, g.x])), floats, words)
   assert _hidden_in(("error", "X", f"at {g.y!r}"), floats, words)
   assert not _hidden_in(("ok", [{"x": round(g.x, 4), "y": 0.35}]), floats, words)
+
+
+# What the solution's requests may answer, key by key (docs/glass_push.md).
+READING = {
+  "id": int,
+  "x": float,
+  "y": float,
+  "height": float,
+  "widest": float,
+  "foot": float,
+  "standing": bool,
+}
+REPORT = {
+  "blocked": bool,
+  "touched": (float, type(None)),
+  "jammed": bool,
+  "peak": float,
+  "pushed": float,
+}
+
+
+def _schema_faults(value, schema: dict, path: str) -> list[str]:
+  """Keys outside ``schema`` or missing, and values of another type."""
+  if not isinstance(value, dict):
+    return [f"{path}: {type(value).__name__}, not a dict"]
+  faults = [f"{path}: key {k!r} outside the schema" for k in set(value) - set(schema)]
+  faults += [f"{path}: key {k!r} missing" for k in set(schema) - set(value)]
+  for k, kind in schema.items():
+    v = value.get(k)
+    if k in value and (
+      not isinstance(v, kind) or (kind is int and isinstance(v, bool))
+    ):
+      faults.append(f"{path}[{k!r}] = {v!r}, not {kind}")
+  return faults
+
+
+def _equal_secrets(value, secrets: set[float], path: str) -> list[str]:
+  return [
+    f"{path}[{k!r}] = {v!r} is hidden"
+    for k, v in value.items()
+    if isinstance(v, float) and v in secrets
+  ]
+
+
+def _valid_push(readings: list[dict], rng) -> dict:
+  """A push of a random glass along a random heading whose start the
+  readings say is clear (gap 30 mm: the hand comes down beside the glass)."""
+  from experts.glass_push.common import push_request, start_is_clear
+
+  for k in rng.permutation(len(readings)):
+    for heading in rng.permutation(8) * np.pi / 4:
+      request = push_request(readings[k], float(heading), 0.03, gap=0.03)
+      if start_is_clear(request, readings):
+        return request
+  pytest.fail("no clear push start on the table")
+
+
+def test_valid_requests_answer_within_the_schema_and_never_the_truth(rng):
+  """look, top_view, push, follow, take and refuse, each a valid request on a
+  random evaluation table: every reply has exactly the documented keys and
+  types, and no value in it equals a friction coefficient (push and follow
+  reports), a mass, a true shape or a true pose (before or after any request,
+  read on the runner's side), and readings are rounded to 0.1 mm, so no
+  full-precision number can ride in them."""
+  table = int(rng.integers(10000, 10050))
+  with Exam([table], pushes=3, oracle=True) as exam:
+    examiner = exam.examiners[0]
+    secrets: set[float] = set()
+
+    def learn_truth() -> None:
+      truth = exam.oracle_truth(table)
+      for g in truth["glasses"]:
+        secrets.update(v for v in g.values() if isinstance(v, float))
+      for s in truth["states"]:
+        secrets.update(v for k, v in s.items() if k in ("x", "y", "z", "upright"))
+
+    learn_truth()
+    readings_seen, reports = [examiner.look()], []
+    picture = examiner.top_view()
+    assert isinstance(picture, np.ndarray) and picture.dtype == np.uint8
+    assert picture.shape == (384, 384, 3)
+    request = _valid_push(readings_seen[-1], rng)
+    reports.append(examiner.push(request))
+    learn_truth()
+    readings_seen.append(examiner.look())
+    request = _valid_push(readings_seen[-1], rng)
+    heading = request["heading"]
+    step = 0.004 * np.array([np.cos(heading), np.sin(heading)])
+    chunk = [
+      [*(np.array(request["start"]) + k * step), 0.03, heading] for k in range(25)
+    ]
+    reports.append(examiner.follow(chunk))
+    learn_truth()
+    readings_seen.append(examiner.look())
+    glasses = [r["id"] for r in readings_seen[-1]]
+    assert examiner.refuse(glasses[0], "too close to the edge") is None
+    assert examiner.take(glasses[-1]) is None
+    learn_truth()
+    readings_seen.append(examiner.look())
+
+  faults = []
+  for n, report in enumerate(reports):
+    faults += _schema_faults(report, REPORT, f"report {n}")
+    faults += _equal_secrets(report, secrets | FRICTION, f"report {n}")
+  for n, readings in enumerate(readings_seen):
+    assert readings, "look() read no glass"
+    for r in readings:
+      faults += _schema_faults(r, READING, f"look {n} glass {r.get('id')}")
+      faults += _equal_secrets(r, secrets, f"look {n} glass {r.get('id')}")
+      faults += [
+        f"look {n} glass {r['id']}: {k} = {v!r} is not rounded to 0.1 mm"
+        for k, v in r.items()
+        if isinstance(v, float) and v != round(v, 4)
+      ]
+  assert not faults, faults
+  assert any(not r["blocked"] for r in reports), "no push reached a glass"
