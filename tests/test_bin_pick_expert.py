@@ -279,6 +279,23 @@ SMALL_RUN = dict(
 )  # fmt: skip
 
 
+def test_the_expert_delivers_one_object_from_the_shallow_bin(tmp_path):
+  """Fast tier: one object poured into the 140 x 60 mm bin (pour seed 1,
+  the C engine repeats it exactly) is delivered within 35 s, by the report
+  and by the evaluator re-run on the final simulator state (about 5 s)."""
+  out_dir = tmp_path / "one"
+  sim = _evaluate_in_process(
+    out_dir, num_envs=1, objects=1, max_steps=700, bin_width=0.14,
+    bin_height=0.06, device="cpu", seed=1,
+  )  # fmt: skip
+  summary = json.loads((out_dir / "report.json").read_text())["summary"]
+  assert summary["poured"] == 1 and summary["delivered"] == 1, summary
+  refs = reference_verdicts(sim, 0)
+  assert [r["delivered"] for r, p in zip(refs, sim.in_bin[0], strict=True) if p] == [
+    True
+  ]
+
+
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory):
   out_dir = tmp_path_factory.mktemp("binpick") / "run"
