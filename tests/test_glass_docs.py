@@ -88,13 +88,13 @@ def test_the_page_quotes_the_code(phrase, value, stated):
 
 
 def test_the_cameras_are_as_described():
-  """750 mm above the zone's centre, 34 degrees, 384 x 384."""
+  """750 mm above the zone's centre, 44 degrees, 384 x 384."""
   assert "camera `top_view` 750 mm above the zone's centre" in PAGE
-  assert "34 degree field of view" in PAGE and "384 x 384 RGB" in PAGE
+  assert "44 degree field of view" in PAGE and "384 x 384 RGB" in PAGE
   spec = scene.table_spec(scene.PhysicsConfig())
   top = spec.camera("top_view")
   assert list(top.pos) == pytest.approx([*tables.ZONE_CENTER, 0.75])
-  assert top.fovy == 34.0 and list(top.resolution) == [384, 384]
+  assert top.fovy == 44.0 and list(top.resolution) == [384, 384]
   assert "(at x = 0.30, y = -1.12, z = 1.05 m, 42 degree field of view" in PAGE
   film = spec.camera("film")
   assert list(film.pos) == pytest.approx([0.30, -1.12, 1.05])

@@ -52,7 +52,15 @@ TOUCH_BONUS = 0.05  # [m] of distance to the middle that one more touch is worth
 HAND_RING = 0.04
 REACH_BAND = (0.26, 0.71)
 EDGE_KEEP = 0.01
-VIEW_HALF = 0.21  # whole glasses inside the top view (about 0.45 m square)
+VIEW_HALF = 0.21  # every glass's widest ring this near the zone's middle
+TALLEST_GLASS = 0.22  # m, the tallest a stemmed glass is drawn
+# The examiner's top view: a camera TOP_VIEW_HEIGHT above the zone's middle,
+# looking straight down. A glass's top rim is the part of it nearest the
+# camera, so it reaches farthest out in the picture: a rim VIEW_HALF out at
+# TALLEST_GLASS needs 2 atan(0.21 / 0.53) = 43.2 degrees; 44 frames every
+# glass whole (0.61 x 0.61 m at the table top, 1.6 mm per pixel).
+TOP_VIEW_HEIGHT = 0.75
+TOP_VIEW_FOVY = 44.0  # degrees, the picture is square
 
 # Glass material numbers used for masses: soda-lime glass density, wall and
 # base thickness of ordinary drinking glasses.
@@ -120,7 +128,7 @@ def _draw_shape(rng: np.random.Generator, gid: int) -> dict:
     return dict(
       id=gid, kind="tumbler", height=height, widest=widest, foot=foot, mass=mass
     )
-  height = rng.uniform(0.150, 0.220)
+  height = rng.uniform(0.150, TALLEST_GLASS)
   widest = rng.uniform(0.066, 0.092)
   foot = rng.uniform(0.060, 0.078)
   stem_top = rng.uniform(0.35, 0.45) * height
@@ -209,6 +217,15 @@ def takeable_without_pushing(xy, widest) -> list[int]:
         break
     else:
       return taken
+
+
+def top_view_reach(glass: Glass) -> float:
+  """How far the glass's top rim reaches from the top view's axis, as the
+  tangent of its angle to the axis (larger of x and y): the glass is whole
+  in the picture when it is at most tan(TOP_VIEW_FOVY / 2). The rim is taken
+  as the widest ring (a cylinder of the glass's height, which holds it)."""
+  out = max(abs(glass.x - ZONE_CENTER[0]), abs(glass.y - ZONE_CENTER[1]))
+  return (out + glass.widest / 2) / (TOP_VIEW_HEIGHT - glass.height)
 
 
 def _fits(xy: np.ndarray, radii: np.ndarray) -> bool:

@@ -23,6 +23,8 @@ from evaluators.glass_push.tables import (
   TABLE_HEIGHT,
   TABLE_X,
   TABLE_Y,
+  TOP_VIEW_FOVY,
+  TOP_VIEW_HEIGHT,
   ZONE_CENTER,
   Glass,
   _draw_table,
@@ -138,9 +140,9 @@ def add_cameras_and_lights(world: mujoco.MjsBody) -> None:
   zx, zy = ZONE_CENTER
   world.add_camera(
     name="top_view",
-    pos=[zx, zy, 0.75],
+    pos=[zx, zy, TOP_VIEW_HEIGHT],
     quat=[1, 0, 0, 0],
-    fovy=34.0,
+    fovy=TOP_VIEW_FOVY,
     resolution=[384, 384],
   )
   # The film: from the robot's right, framing the arm, the glass zone (with
