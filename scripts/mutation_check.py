@@ -59,7 +59,7 @@ MUTATIONS = (
     "evaluators/bin_pick.py",
     '"slow": slow & finite,',
     '"slow": finite,',
-    ("tests/test_bin_pick.py",),
+    ("tests/test_bin_pick_evaluator.py",),
   ),
   Mutation(
     "reward_pays_hovering_like_settling",
