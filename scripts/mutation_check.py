@@ -156,17 +156,20 @@ def check(mutation: Mutation) -> dict:
   return asdict(mutation) | {"verdict": verdict, "seconds": round(seconds, 1)}
 
 
-def choose(only: tuple[str, ...]) -> list[Mutation]:
+def check_args(args: Args) -> list[Mutation]:
+  """The chosen mutations; a one-line error for an unknown name or an
+  existing output folder."""
   names = {m.name for m in MUTATIONS}
-  unknown = sorted(set(only) - names)
+  unknown = sorted(set(args.only) - names)
   if unknown:
     fail(f"--only: unknown mutations {unknown}; known: {sorted(names)}")
-  return [m for m in MUTATIONS if not only or m.name in only]
+  check_new_folder(args.output)
+  return [m for m in MUTATIONS if not args.only or m.name in args.only]
 
 
 def main(args: Args) -> int:
-  chosen = choose(args.only)
-  out_dir = check_new_folder(args.output)
+  chosen = check_args(args)
+  out_dir = args.output
   tests = tuple(sorted({t for m in chosen for t in m.tests}))
   rc, seconds = run_tests(tests)
   if rc != 0:

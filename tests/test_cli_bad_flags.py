@@ -56,6 +56,7 @@ BASE = {
   "train_bc.py": ["{demos}", "--output", "{new}"],
   "camera_benchmark.py": ["--json", "{new}.json"],
   "camera_pictures.py": ["--output", "{new}"],
+  "mutation_check.py": ["--output", "{new}"],
 }
 COMMON = [  # Every environment tool (num-envs, device, engine, output).
   ["--engine", "bullet"],
@@ -134,6 +135,10 @@ BAD = {
     ["--steps", "0"],
     ["--json", "{dir}"],
     ["--json", "{file}/bench.json"],
+  ],
+  "mutation_check.py": [
+    ["--only", "no_such_mutation"],
+    ["--output", "{dir}"],  # Exists.
   ],
   "plot_training.py": [
     ["--run", "{new}"],
@@ -408,6 +413,7 @@ REAL_RUNS = {
   "measure_cube_tray_expert.py": ["--mode", "policy"],
   "camera_benchmark.py": ["--cameras", "top"],
   "camera_pictures.py": ["--output", "{file}"],
+  "mutation_check.py": ["--only", "no_such_mutation"],
 }
 
 
