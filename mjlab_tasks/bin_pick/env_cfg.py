@@ -192,6 +192,11 @@ class BinPourer:
     self.in_bin = torch.zeros(n, k, dtype=torch.bool, device=dev)
     self.pile_height = torch.zeros(n, device=dev)
     self.poured = torch.zeros(n, dtype=torch.long, device=dev)
+    # Each slot's bounding half extents (body frame) [K, 3]: read every step
+    # by the reward, metrics and observations.
+    self.extents = torch.tensor(
+      [d.extent for d in self.cfg.objects], dtype=torch.float32, device=dev
+    )
     self._select(torch.arange(n, device=dev), torch.arange(n, device=dev))
 
   @property

@@ -182,10 +182,7 @@ def objects_pinched(
   quats = torch.stack([env.scene[n].data.root_link_quat_w for n in p.cfg.names], 1)
   offset_w = _tool_position(env, tcp_site, robot)[:, None] - state.pos
   local = quat_apply_inverse(quats, offset_w)
-  extents = torch.tensor(
-    [d.extent for d in p.cfg.objects], dtype=torch.float32, device=env.device
-  )
-  inside = (local.abs() <= extents + PINCH_MARGIN).all(-1)
+  inside = (local.abs() <= p.extents + PINCH_MARGIN).all(-1)
   return objects_grasped(env) & inside
 
 
@@ -288,9 +285,7 @@ def nearest_objects(
   rel_b = quat_apply_inverse(base_q, torch.gather(rel_w, 1, _idx(pick, 3)))
   quats = torch.stack([env.scene[n].data.root_link_quat_w for n in p.cfg.names], 1)
   quat_b = quat_mul(quat_inv(base_q), torch.gather(quats, 1, _idx(pick, 4)))
-  extents = torch.tensor(
-    [d.extent for d in p.cfg.objects], dtype=torch.float32, device=env.device
-  )[pick]
+  extents = p.extents[pick]
   present = torch.gather(state.poured, 1, pick)
   slots = (
     torch.cat(
