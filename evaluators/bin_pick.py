@@ -1,4 +1,4 @@
-"""Bin-picking evaluator (seed 002): per-object delivery, batched.
+"""Bin-picking evaluator, as specified: per-object delivery, batched.
 
 Pure torch over ``[num_envs, num_objects]``; it reads simulated state only,
 so it scores the expert and any policy the same way. An object counts as

@@ -1,4 +1,4 @@
-"""Cube-in-tray evaluator (seed 000): batched, strict, with a reason per env.
+"""Cube-in-tray evaluator, as specified: batched, strict, with a reason per env.
 
 Pure torch on simulated state and contact readings, all environments at
 once. It never reads a controller's internal state, so it scores any expert
@@ -85,7 +85,8 @@ def is_contained(
   half_size: float = 0.02,
   inner_half: float = 0.05,
 ) -> torch.Tensor:
-  """Whether the whole cube lies within the tray's footprint (seed 000).
+  """Whether the whole cube lies within the tray's footprint (the
+  cube-in-tray specification's rule).
 
   Args:
     cube_pos_w: Cube centres [B, 3].

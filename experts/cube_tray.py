@@ -1,4 +1,5 @@
-"""Reference expert for cube in tray (seed 000), batched over environments.
+"""Reference expert for cube in tray (the cube-in-tray specification), batched
+over environments.
 
 Privileged: reads the cube's and the tray's true poses. For each environment
 it plans seven tool poses (``plan_tool_poses``) and executes them in one of

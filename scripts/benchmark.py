@@ -26,7 +26,7 @@ default bin) with seeded random actions.
 
 ``--loop compiled python`` measures both control loops side by side:
 ``compiled`` runs each policy step's physics steps with the compiled arm
-control (``mjlab_tasks.common.compiled_control``: C on the C engine, Warp
+control (``mjlab_tasks.engine.compiled_control``: C on the C engine, Warp
 kernels captured as one CUDA graph per policy step on MuJoCo Warp),
 ``python`` keeps mjlab's Python loop. Every row also gives simulated seconds per
 wall-clock second (``sim_s_per_s``), the unit of ManiSkill's CPU figures;
@@ -34,8 +34,8 @@ wall-clock second (``sim_s_per_s``), the unit of ManiSkill's CPU figures;
 loop, with the bare-physics references.
 ``--task GlassPush`` measures the glass examiner instead: ``--num-envs``
 tables (10000, 10001, ...) of one ``GlassWorld`` (the GlassPush environment,
-``mjlab_tasks/glass_push/world.py``) holding their hands at the start pose,
-one "step" being one 2 ms physics step with the examiner's hand control (the
+``mjlab_tasks/glass_push/examiner/world.py``) holding their hands at the start
+pose, one "step" being one 2 ms physics step with the examiner's hand control (the
 task's IK and servo, wrist reading): on C MuJoCo each table's hold runs as one
 compiled segment in the engine's worker threads, against bare ``mj_step`` of
 the same worlds in the same threads (``rollout_physics_steps_per_s``); on
@@ -63,6 +63,7 @@ from cli_args import (
   check_device,
   check_engine,
   check_new_file,
+  engine_device,
   fail,
   parse,
 )
@@ -101,109 +102,12 @@ def _rss_mb() -> float:
   return psutil.Process().memory_info().rss / 2**20
 
 
-_C_CONTROL_SPEC = (
-  "mjSTATE_CTRL",
-  "mjSTATE_QFRC_APPLIED",
-  "mjSTATE_MOCAP_POS",
-  "mjSTATE_MOCAP_QUAT",
-)
-
-
-def _c_specs():
-  import mujoco
-
-  control = 0
-  for name in _C_CONTROL_SPEC:
-    control |= getattr(mujoco.mjtState, name)
-  return mujoco.mjtState.mjSTATE_FULLPHYSICS, control
-
-
-def _c_world_states(env):
-  """Each world's full physics state and its inputs (controls, applied
-  forces, mocap poses) now, float64 [num_envs, size] each."""
-  import mujoco
-  import numpy as np
-
-  model, worlds = env.sim.mj_model, env.sim._worlds
-  specs = _c_specs()
-  out = []
-  for spec in specs:
-    values = np.zeros((len(worlds), mujoco.mj_stateSize(model, spec)))
-    for i, world in enumerate(worlds):
-      mujoco.mj_getState(model, world, values[i], spec)
-    out.append(values)
-  return out
-
-
-def _c_world_models(env, rows: int):
-  """The compiled model, or, when worlds differ (per-table meshes, domain
-  randomization), each world's own model for each of ``rows`` states taken
-  world after world (row r is world r mod num_envs): a state of one world
-  stepped in another's model would start inside wrong geometry."""
-  import numpy as np
-
-  from mjlab_tasks.common.c_engine import copy_model
-
-  sim = env.sim
-  expanded = sim._model.expanded
-  if not expanded:
-    return sim.mj_model
-  models = []
-  for i in range(sim.num_envs):
-    model = copy_model(sim.mj_model)
-    for name, values in expanded.items():
-      np.copyto(getattr(model, name), values[i].numpy())
-    models.append(model)
-  return [models[r % sim.num_envs] for r in range(rows)]
-
-
-def _bare_c_rollout(env, initial, control, nstep: int) -> float:
-  """``mujoco.rollout`` physics steps per second, with the engine's thread
-  count: ``nstep`` steps from each row of ``initial`` holding that row's
-  inputs ``control``."""
-  import mujoco
-  from mujoco import rollout
-
-  sim = env.sim
-  model = _c_world_models(env, len(initial))
-  _, control_spec = _c_specs()
-  control = control[:, None].repeat(nstep, axis=1)
-  datas = [mujoco.MjData(sim.mj_model) for _ in range(len(sim._chunks))]
-  warm = control[:, :2]
-  rollout.rollout(model, datas, initial, warm, control_spec=control_spec, nstep=2)
-  start = time.perf_counter()
-  rollout.rollout(
-    model, datas, initial, control, control_spec=control_spec, nstep=nstep
-  )
-  return len(initial) * nstep / (time.perf_counter() - start)
-
-
-def _bare_warp_step(env, steps: int) -> float:
-  """mujoco_warp.step alone on the env's own model and data."""
-  import mujoco_warp as mjwarp
-  import warp as wp
-
-  sim = env.sim
-  nstep = steps * env.cfg.decimation
-  with wp.ScopedDevice(sim.wp_device):
-    mjwarp.step(sim.wp_model, sim.wp_data)
-    wp.synchronize()
-    start = time.perf_counter()
-    for _ in range(nstep):
-      if sim.use_cuda_graph and sim.step_graph is not None:
-        wp.capture_launch(sim.step_graph)
-      else:
-        mjwarp.step(sim.wp_model, sim.wp_data)
-    wp.synchronize()
-  return sim.num_envs * nstep / (time.perf_counter() - start)
-
-
 def measure_glass(engine: str, num_envs: int, steps: int, device: str) -> dict:
   """The glass examiner's control loop against bare physics (see above)."""
   import numpy as np
   import torch
 
-  from mjlab_tasks.glass_push.world import GlassWorld
+  from mjlab_tasks.glass_push.examiner.world import GlassWorld
 
   tables = list(range(10_000, 10_000 + num_envs))
   cuda = device.startswith("cuda")
@@ -213,25 +117,11 @@ def measure_glass(engine: str, num_envs: int, steps: int, device: str) -> dict:
   row = {"task": "GlassPush", "engine": engine, "device": device}
   row |= {"num_envs": num_envs, "steps": steps, "decimation": 1}
   world = GlassWorld(tables, 1, engine=engine, device=device)
-  sim, hand = world.sim, world.hand
+  from mjlab_tasks.engine.bare_physics import world_stepper
+
+  hand = world.hand
   everyone = np.ones(num_envs, bool)
-  if engine == "mujoco":
-    import mujoco
-
-    def bare(n: int) -> None:
-      sim.run_worlds(lambda model, d, i: mujoco.mj_step(model, d, nstep=n))
-  else:
-    import mujoco_warp as mjwarp
-    import warp as wp
-
-    def bare(n: int) -> None:
-      with wp.ScopedDevice(sim.wp_device):
-        for _ in range(n):
-          if sim.use_cuda_graph and sim.step_graph is not None:
-            wp.capture_launch(sim.step_graph)
-          else:
-            mjwarp.step(sim.wp_model, sim.wp_data)
-        wp.synchronize()
+  key, bare = world_stepper(world.env)
 
   def run(n: int) -> None:
     hand.hold(everyone, n)
@@ -243,9 +133,6 @@ def measure_glass(engine: str, num_envs: int, steps: int, device: str) -> dict:
     fn(steps)
     rates.append(num_envs * steps / (time.perf_counter() - start))
   row["env_steps_per_s"] = row["physics_steps_per_s"] = round(rates[0], 1)
-  key = (
-    "rollout_physics_steps_per_s" if engine == "mujoco" else "bare_physics_steps_per_s"
-  )
   row[key] = round(rates[1], 1)
   row["ratio_to_bare_physics"] = round(rates[0] / rates[1], 3)
   if cuda:
@@ -266,7 +153,8 @@ def measure(
   if task == "GlassPush":
     return measure_glass(engine, num_envs, steps, device)
 
-  from mjlab_tasks.common.c_engine import make_env
+  from mjlab_tasks.engine import make_env
+  from mjlab_tasks.engine.bare_physics import Reference
 
   cfg = _task_cfg(task, num_envs)
   cfg.seed = 0
@@ -279,14 +167,14 @@ def measure(
   expert = _actor(task, env)
   expert.reset()
 
-  visited: list = []  # C engine: each timed step's starting states and inputs
+  reference = Reference(env)
 
   def run(n: int, record: bool = False) -> float:
     """``n`` policy steps; returns the seconds they took (recording excluded)."""
     elapsed = 0.0
     for _ in range(n):
       if record:
-        visited.append(_c_world_states(env))
+        reference.record()
       start = time.perf_counter()
       _, _, terminated, truncated, _ = env.step(expert.act())
       ended = (terminated | truncated).nonzero().flatten()
@@ -298,7 +186,7 @@ def measure(
     return elapsed
 
   run(1)  # Warm-up (kernel loading, first allocations).
-  elapsed = run(steps, record=engine == "mujoco")
+  elapsed = run(steps, record=True)
   env_rate = num_envs * steps / elapsed
   row = {
     "task": task,
@@ -312,26 +200,8 @@ def measure(
     "physics_steps_per_s": round(env_rate * env.cfg.decimation, 1),
     "sim_s_per_s": round(env_rate * env.step_dt, 2),
   }
-  if engine == "mujoco":
-    import numpy as np
-
-    row["threads"] = len(env.sim._chunks)
-    decimation = env.cfg.decimation
-    # The reference: bare physics from every state the timed steps started
-    # from, for one policy step each (the same states, contacts and number
-    # of physics steps as the measured run, each holding its step's first
-    # inputs); and, as before, from the last state only, for all the steps.
-    initial = np.concatenate([states for states, _ in visited])
-    control = np.concatenate([inputs for _, inputs in visited])
-    bare = _bare_c_rollout(env, initial, control, decimation)
-    row["rollout_physics_steps_per_s"] = round(bare, 1)
-    last, last_inputs = _c_world_states(env)
-    row["rollout_from_last_state_physics_steps_per_s"] = round(
-      _bare_c_rollout(env, last, last_inputs, steps * decimation), 1
-    )
-  else:
-    bare = _bare_warp_step(env, steps)
-    row["bare_physics_steps_per_s"] = round(bare, 1)
+  entries, bare = reference.rates(steps, env.cfg.decimation)
+  row |= entries
   row["ratio_to_bare_physics"] = round(row["physics_steps_per_s"] / bare, 3)
   if cuda:
     row["device_memory_per_env_mb"] = round(
@@ -344,22 +214,19 @@ def measure(
   return row
 
 
-def _task_cfg(task: str, num_envs: int):
+def _settings(task: str, num_envs: int) -> dict:
   """CubeTray with joint-target actions for its expert; BinPick with its
   default bin and 12 objects; GlassPush-UR5-RG2 on training tables 0 to 15
   (environment i plays table i mod 16)."""
-  if task == "BinPick-UR5-RG2":
-    from mjlab_tasks.bin_pick.env_cfg import bin_pick_env_cfg
-
-    return bin_pick_env_cfg(num_envs=num_envs)
   if task == "GlassPush-UR5-RG2":
-    from mjlab_tasks.glass_push.env_cfg import glass_push_env_cfg
+    return {"tables": tuple(range(min(num_envs, 16))), "end_on_success": False}
+  return {"arm_action": "joint"} if task == "CubeTray-UR5-RG2" else {}
 
-    pool = tuple(range(min(num_envs, 16)))
-    return glass_push_env_cfg(tables=pool, num_envs=num_envs, end_on_success=False)
-  from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
 
-  return cube_tray_env_cfg(arm_action="joint", num_envs=num_envs)
+def _task_cfg(task: str, num_envs: int):
+  from mjlab_tasks.registry import TASKS
+
+  return TASKS[task].env_cfg(num_envs=num_envs, **_settings(task, num_envs))
 
 
 class _RandomActor:
@@ -384,12 +251,14 @@ class _RandomActor:
     pass
 
 
-def _actor(task: str, env):
-  if task != "CubeTray-UR5-RG2":
-    return _RandomActor(env)
-  from experts.cube_tray import CubeTrayExpert
+EXPERT_MEASURED = ("CubeTray-UR5-RG2",)
+"""Tasks measured with their expert acting; the others with random actions."""
 
-  return CubeTrayExpert(env)
+
+def _actor(task: str, env):
+  from mjlab_tasks.registry import TASKS
+
+  return TASKS[task].expert(env) if task in EXPERT_MEASURED else _RandomActor(env)
 
 
 def check_args(args: Args) -> str:
@@ -401,7 +270,7 @@ def check_args(args: Args) -> str:
   device = check_device(args.device)
   for engine in args.engine:
     # The C engine always runs on the CPU here, whatever --device says.
-    check_engine(engine, "cpu" if engine == "mujoco" else device)
+    check_engine(engine, engine_device(engine, device))
   check_at_least(1, steps=args.steps)
   for n in args.num_envs:
     check_at_least(1, num_envs=n)
@@ -458,32 +327,30 @@ def plot_throughput(rows: list[dict], task: str, path: Path) -> None:
   plt.close(fig)
 
 
-def main(args: Args) -> int:
-  device = check_args(args)
-
-  import torch
-
-  from mjlab_tasks.common.runtime import quiet_warp, source_snapshot
-
-  quiet_warp()
+def measure_all(args: Args, device: str) -> list[dict]:
+  """Every engine, environment count and loop, side by side."""
   rows = []
   for engine in args.engine:
-    engine_device = "cpu" if engine == "mujoco" else device
+    on = engine_device(engine, device)
     loops = args.loop if args.task != "GlassPush" else ["-"]
     for n in args.num_envs:
       # Loops alternate per environment count: side by side, not an hour apart.
       for loop in loops:
         label = f", {loop} loop" if loop != "-" else ""
         print(
-          f"measuring {args.task} on {engine} ({engine_device}{label}), {n} envs ...",
+          f"measuring {args.task} on {engine} ({on}{label}), {n} envs ...",
           flush=True,
         )
-        row = measure(args.task, engine, n, args.steps, engine_device, loop)
+        row = measure(args.task, engine, n, args.steps, on, loop)
         rows.append(row)
         print(json.dumps(row), flush=True)
+  return rows
+
+
+def print_table(rows: list[dict], num_envs: list[int]) -> None:
   # Side-by-side ratio of the engines' physics throughput per num_envs.
   by_key = {(r["engine"], r["num_envs"]): r for r in rows if r.get("loop") != "python"}
-  for n in args.num_envs:
+  for n in num_envs:
     c, w = by_key.get(("mujoco", n)), by_key.get(("warp", n))
     if c and w:
       ratio = c["physics_steps_per_s"] / w["physics_steps_per_s"]
@@ -502,21 +369,40 @@ def main(args: Args) -> int:
       f"{r.get('env_steps_per_s', '-'):>12} {r['physics_steps_per_s']:>11} "
       f"{bare:>11} {r['ratio_to_bare_physics']:>6} {r.get('sim_s_per_s', '-'):>8}"
     )
+
+
+def write_json(path: Path, rows: list[dict]) -> None:
+  """The rows with the machine and the source they ran on."""
+  import torch
+
+  from mjlab_tasks.common.runtime import source_snapshot
+
+  path.parent.mkdir(parents=True, exist_ok=True)
+  machine = {"platform": platform.platform(), "python": platform.python_version()}
+  machine["cpu_count"] = os.cpu_count()
+  if torch.cuda.is_available():
+    machine["gpu"] = torch.cuda.get_device_name(0)
+  path.write_text(
+    json.dumps(
+      {"machine": machine, "results": rows, "source": source_snapshot()}, indent=2
+    )
+  )
+  print(f"wrote {path}")
+
+
+def main(args: Args) -> int:
+  device = check_args(args)
+
+  from mjlab_tasks.common.runtime import quiet_warp
+
+  quiet_warp()
+  rows = measure_all(args, device)
+  print_table(rows, args.num_envs)
   if args.plot is not None:
     plot_throughput(rows, args.task, args.plot)
     print(f"wrote {args.plot}")
   if args.json is not None:
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    machine = {"platform": platform.platform(), "python": platform.python_version()}
-    machine["cpu_count"] = os.cpu_count()
-    if torch.cuda.is_available():
-      machine["gpu"] = torch.cuda.get_device_name(0)
-    args.json.write_text(
-      json.dumps(
-        {"machine": machine, "results": rows, "source": source_snapshot()}, indent=2
-      )
-    )
-    print(f"wrote {args.json}")
+    write_json(args.json, rows)
   return 0
 
 

@@ -67,8 +67,8 @@ def rss_mb() -> float:
 def measure(engine: str, num_envs: int, cameras: tuple[str, ...], args: Args) -> dict:
   import torch
 
-  from mjlab_tasks.common.c_engine import make_env
   from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
+  from mjlab_tasks.engine import make_env
 
   def build(cams):
     start = rss_mb()

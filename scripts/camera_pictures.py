@@ -60,8 +60,8 @@ def main(args: Args) -> int:
   import torch
 
   from mjlab_tasks.bin_pick.env_cfg import bin_pick_env_cfg
-  from mjlab_tasks.common.c_engine import make_env
   from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
+  from mjlab_tasks.engine import make_env
 
   args.output.mkdir(parents=True, exist_ok=True)
   both = ("wrist", "scene")

@@ -24,21 +24,22 @@ import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal, NoReturn, TypeVar
+from typing import NoReturn, TypeVar
 
 import tyro
 
+from mjlab_tasks.engine import Engine
+
 T = TypeVar("T")
-Engine = Literal["warp", "mujoco"]
 
 
 def _load_triton_before_osmesa() -> None:
-  """With ``MUJOCO_GL=osmesa`` in the environment, importing mujoco before
-  triton kills the process (segmentation fault while triton loads; seen with
-  triton 3.8 and Debian's libOSMesa). Load triton first when it is there."""
+  """With ``MUJOCO_GL=osmesa`` in the environment, importing mujoco loads
+  OSMesa: triton first (``mjlab_tasks.common.gl.load_triton_before_gl``)."""
   if os.environ.get("MUJOCO_GL") == "osmesa" and "mujoco" not in sys.modules:
-    with contextlib.suppress(ImportError):
-      import triton  # noqa: F401
+    from mjlab_tasks.common.gl import load_triton_before_gl
+
+    load_triton_before_gl()
 
 
 _load_triton_before_osmesa()
@@ -141,13 +142,24 @@ def check_device(device: str | None) -> str:
   return device
 
 
+def engine_device(engine: str, device: str) -> str:
+  """The device ``engine`` runs on when ``device`` is asked for: the CPU for
+  an engine that runs only there (an unknown engine keeps ``device``; the
+  engine check then names it)."""
+  from mjlab_tasks.engine import ENGINES, traits
+
+  return "cpu" if engine in ENGINES and traits(engine).cpu_only else device
+
+
 def check_engine(engine: str | None, device: str) -> Engine:
   """The engine: warp or mujoco (C MuJoCo, CPU only); default warp on CUDA."""
+  from mjlab_tasks.engine import ENGINES, resolve_engine, traits
+
   if engine is None:
-    return "warp" if device.startswith("cuda") else "mujoco"
-  if engine not in ("warp", "mujoco"):
+    return resolve_engine(None, device)
+  if engine not in ENGINES:
     fail(f"--engine must be warp or mujoco, got {engine!r}.")
-  if engine == "mujoco" and device != "cpu":
+  if traits(engine).cpu_only and device != "cpu":
     fail(f"--engine mujoco runs on the CPU; got --device {device} (use --device cpu).")
   return engine  # type: ignore[return-value]
 

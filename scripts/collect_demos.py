@@ -17,7 +17,9 @@ K-th of N disjoint consecutive slices of those episodes, so the shards of one
 collection never repeat an episode and together are the whole collection.
 The file appears under --output only when complete (it is written under a
 temporary name in the same folder, then moved); an existing file is refused.
-See docs/demonstrations.md.
+The collection itself is ``mjlab_tasks.demos.collect_demos``; this tool checks
+the flags, shows the progress and prints the summary. See
+docs/demonstrations.md.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 from cli_args import (
   check_at_least,
   check_cameras,
@@ -38,14 +39,12 @@ from cli_args import (
   fail,
   parse,
 )
-from demo_rollouts import TASKS
 from tqdm import tqdm
 
-SUFFIXES = (".hdf5", ".h5")
-ARM_DIMS = 6
-"""The arm's share of every task's action (Cartesian delta pose); the gripper's
-command follows and gets no noise: a noisy closing command drops objects."""
-NOISE_SALT = 0xDA27
+from mjlab_tasks.demos.collect import shard_seeds
+from mjlab_tasks.demos.format import SUFFIXES
+from mjlab_tasks.registry import DEMO_TASKS as TASKS
+
 BIN_PICK_FLAGS = ("objects", "bin_width", "bin_height", "object_seed")
 
 
@@ -123,12 +122,6 @@ def parse_shard(text: str | None) -> tuple[int, int]:
   return k, n
 
 
-def shard_seeds(seed: int, episodes: int, shard: tuple[int, int]) -> list[int]:
-  """The seeds of shard K of N: a consecutive slice of seed .. seed+episodes-1."""
-  k, n = shard
-  return [seed + j for j in range(k * episodes // n, (k + 1) * episodes // n)]
-
-
 def check_args(args: Args) -> Plan:
   """Every flag checked before anything is built."""
   if args.task not in TASKS:
@@ -162,212 +155,54 @@ def check_args(args: Args) -> Plan:
   return Plan(device, engine, episodes, shard, seeds, cameras)
 
 
-def make_task(args: Args, cameras: tuple[str, ...] = ()):
-  from demo_rollouts import bin_pick_task, cube_tray_task
-
-  if args.task == "CubeTray-UR5-RG2":
-    return cube_tray_task(args.max_steps, cameras)
-  return bin_pick_task(
-    args.max_steps,
-    objects=args.objects or 12,
-    bin_width=args.bin_width or 0.128,
-    bin_height=args.bin_height or 0.150,
-    object_seed=args.object_seed or 0,
-    cameras=cameras,
-  )
-
-
-def versions() -> dict:
-  from importlib.metadata import PackageNotFoundError, version
-
-  out = {}
-  for package in ("mjlab", "mujoco", "mujoco-warp", "manipulation-suite", "torch"):
-    try:
-      out[package] = version(package)
-    except PackageNotFoundError:
-      out[package] = None
-  return out
-
-
-def env_args(args: Args, plan: Plan, task, env, states) -> dict:
-  """What a learner or a replay needs to know about the collection."""
-  from demo_rollouts import ACTOR, CAMERA, state_layout
-
-  from mjlab_tasks.common.runtime import source_snapshot
-
-  source = source_snapshot()
-  terms = env.observation_manager.active_terms
-  cameras = {"camera_keys": sorted(terms[CAMERA])} if CAMERA in terms else {}
-  return {
-    "env_name": task.task_id,
-    "type": 2,  # robomimic's EnvType.GYM_TYPE: the tasks are Gymnasium envs.
-    "env_kwargs": {**task.env_kwargs, "num_envs": args.num_envs},
-    "engine": plan.engine,
-    "device": plan.device,
-    "seed": args.seed,
-    "shard": f"{plan.shard[0]}/{plan.shard[1]}",
-    "seed_ranges": [[plan.seeds[0], plan.seeds[-1] + 1]],
-    "only_success": args.only_success,
-    "action_noise": {
-      "std": args.action_noise,
-      "dims": ARM_DIMS,
-      "seed": f"numpy default_rng([episode seed, {NOISE_SALT}])",
-    },
-    "expert": task.expert_name,
-    "obs_keys": sorted(terms[ACTOR]),
-    **cameras,
-    "action_dim": int(env.action_manager.total_action_dim),
-    "control_hz": round(1.0 / env.step_dt, 6),
-    "state": {
-      "vector": "mujoco.mj_getState(model, data, state, mjSTATE_INTEGRATION)",
-      "size": int(states.size),
-      "components": [[name, size] for name, size in state_layout(env.sim.mj_model)],
-      "exact": plan.engine == "mujoco",
-    },
-    "versions": versions(),
-    "git": {"commit": source["commit"], "dirty": source["dirty"]},
-  }
-
-
-class Collector:
-  """Runs the expert over the planned seeds and writes each episode kept."""
-
-  def __init__(self, args: Args, plan: Plan, task, writer_factory):
-    self.args, self.plan, self.task = args, plan, task
-    self.writer_factory = writer_factory
-    self.writer = None
-    self.bar = tqdm(total=len(plan.seeds), desc=f"{task.task_id} episodes", unit="ep")
-    self.kept = self.successes = self.steps = 0
-    self.build_s = 0.0  # Environment builds (BinPick: pours), in the wall time.
-
-  def run(self) -> None:
-    """CubeTray: one batch over every seed. BinPick: a wave of num_envs
-    episodes per environment build, the wave's pour seeded by its first seed."""
-    n = self.args.num_envs
-    if not self.task.one_episode_per_build:
-      self._batch(self.plan.seeds, {})
-      return
-    for start in range(0, len(self.plan.seeds), n):
-      wave = self.plan.seeds[start : start + n]
-      self._batch(wave, {"pour_seed": wave[0]}, slots=True)
-
-  def _batch(self, seeds: list[int], cfg_kwargs: dict, slots: bool = False) -> None:
-    import demo_rollouts as dr
-
-    start = time.perf_counter()
-    env, episode_seeds = dr.build_env(
-      self.task, self.args.num_envs, self.plan.device, self.plan.engine, **cfg_kwargs
-    )
-    self.build_s += time.perf_counter() - start
-    states = dr.state_io(env, self.plan.engine)
-    if self.writer is None:
-      self.writer = self.writer_factory(
-        env_args(self.args, self.plan, self.task, env, states)
-      )
-    # BinPick: seed s runs in slot s - pour_seed (its place in the pour).
-    jobs = [dr.Job(s, env=(i if slots else None)) for i, s in enumerate(seeds)]
-    expert = None
-    noise = [None] * self.args.num_envs  # Per environment: its episode's generator.
-
-    def on_reset(ids, started):
-      nonlocal expert
-      for i, job in zip(ids, started, strict=True):
-        if job is not None:
-          noise[i] = np.random.default_rng([job.seed, NOISE_SALT])
-      if expert is None:  # After the first reset (BinPick: the pour).
-        expert = self.task.make_expert(env)
-      elif hasattr(expert, "reset"):
-        import torch
-
-        expert.reset(torch.tensor(ids, device=env.device))
-
-    def act(recordings):
-      actions = expert.act().detach().cpu().numpy()
-      live = [i for i, r in enumerate(recordings) if r is not None]
-      dr.check_actions(actions[live], self.task.expert_name)
-      if self.args.action_noise == 0.0:
-        return actions
-      executed = actions.copy()
-      for i in live:
-        shake = noise[i].normal(0.0, self.args.action_noise, ARM_DIMS)
-        executed[i, :ARM_DIMS] = np.clip(actions[i, :ARM_DIMS] + shake, -1.0, 1.0)
-      return executed, actions
-
-    done = None
-    if self.task.expert_finished is not None:
-      done = lambda _slots: self.task.expert_finished(expert).cpu().numpy()  # noqa: E731
-    try:
-      dr.run_episodes(
-        env, episode_seeds, self.task, jobs, act, on_reset, self._keep, states, done
-      )
-    finally:
-      if expert is not None:
-        expert.close()
-      env.close()
-
-  def _keep(self, finished) -> None:
-    from demo_format import Episode
-
-    rec, verdict = finished.recording, finished.verdict
-    self.steps += len(rec.actions)
-    self.successes += int(verdict.success)
-    self.bar.update(1)
-    if self.args.only_success and not verdict.success:
-      return
-    extra = {}
-    if self.task.one_episode_per_build:
-      extra["pour_seed"] = rec.seed - rec.env
-    self.writer.add(
-      Episode(
-        seed=rec.seed,
-        env=rec.env,
-        success=verdict.success,
-        outcome=verdict.outcome,
-        reason=verdict.reason,
-        attrs=extra,
-        **rec.arrays(),
-      )
-    )
-    self.kept += 1
-    self.bar.set_postfix(kept=self.kept, success=self.successes)
-
-
 def main(args: Args) -> int:
   plan = check_args(args)
-  from demo_format import DemoWriter
-
   from mjlab_tasks.common.runtime import quiet_warp
+  from mjlab_tasks.demos import Collection, collect_demos, make_task
 
   quiet_warp()
-  task = make_task(args, plan.cameras)
-  writers: list[DemoWriter] = []
-
-  def open_writer(env_args_: dict) -> DemoWriter:
-    writers.append(DemoWriter(args.output, env_args_))
-    return writers[0]
-
+  task = make_task(
+    args.task,
+    args.max_steps,
+    plan.cameras,
+    args.objects,
+    args.bin_width,
+    args.bin_height,
+    args.object_seed,
+  )
+  run = Collection(
+    task,
+    plan.seeds,
+    args.num_envs,
+    plan.device,
+    plan.engine,
+    args.seed,
+    plan.shard,
+    args.only_success,
+    args.action_noise,
+  )
   start, cpu_start = time.perf_counter(), time.process_time()
-  collector = Collector(args, plan, task, open_writer)
-  try:
-    collector.run()
-    collector.bar.close()
-    path = writers[0].finish()
-  except BaseException:
-    for writer in writers:
-      writer.abort()
-    raise
+  bar = tqdm(total=len(plan.seeds), desc=f"{task.task_id} episodes", unit="ep")
+
+  def progress(collector, kept: bool) -> None:
+    bar.update(1)
+    if kept:
+      bar.set_postfix(kept=collector.kept, success=collector.successes)
+
+  collector, path = collect_demos(run, args.output, progress)
+  bar.close()
   wall = time.perf_counter() - start
   cpu = time.process_time() - cpu_start  # All threads: the cost on a busy machine.
   episodes = len(plan.seeds)
-  run = wall - collector.build_s
+  run_s = wall - collector.build_s
   print(
     f"{episodes} episodes (seeds {plan.seeds[0]}..{plan.seeds[-1]}), "
     f"{collector.successes} successes, {collector.kept} demos written, "
     f"{collector.steps} recorded steps; {plan.engine} engine, {args.num_envs} envs: "
     f"{wall:.1f} s in all ({episodes / wall:.3f} episodes/s, "
     f"{collector.steps / wall:.1f} steps/s), of which {collector.build_s:.1f} s "
-    f"building environments; rollouts alone {episodes / run:.3f} episodes/s, "
-    f"{collector.steps / run:.1f} steps/s; {cpu:.1f} s of CPU time "
+    f"building environments; rollouts alone {episodes / run_s:.3f} episodes/s, "
+    f"{collector.steps / run_s:.1f} steps/s; {cpu:.1f} s of CPU time "
     f"({collector.steps / cpu:.1f} steps per CPU second)."
   )
   print(f"wrote {path}")

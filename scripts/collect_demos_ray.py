@@ -37,8 +37,10 @@ import collect_demos
 import merge_demos
 from cli_args import check_new_file, fail, parse
 
+from mjlab_tasks.demos.format import SUFFIXES
+from mjlab_tasks.engine import ENGINES, traits
+
 SCRIPTS = Path(__file__).resolve().parent
-SUFFIXES = (".hdf5", ".h5")
 UNMADE = Path(tempfile.gettempdir(), f"collect_demos_ray.{os.getpid()}.unmade")
 ADDRESS = re.compile(r"auto|ray://[^\s:/]+:\d+|[^\s:/]+:\d+")
 # collect_demos.py flags passed on to every shard unchanged (checked there).
@@ -150,7 +152,9 @@ def check_args(args: Args) -> None:
     planned = kept[k] if args.keep_shards else UNMADE / f"shard-{k}.hdf5"
     argv = [*shard_argv(args, k, "cpu"), "--output", str(planned)]
     collect_demos.check_args(parse(collect_demos.Args, argv))
-  if args.engine == "mujoco" and args.gpus_per_shard > 0:
+  if (
+    args.engine in ENGINES and traits(args.engine).cpu_only and args.gpus_per_shard > 0
+  ):
     fail("--engine mujoco runs on the CPU: use --gpus-per-shard 0 (or --engine warp).")
 
 

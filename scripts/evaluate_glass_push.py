@@ -49,7 +49,8 @@ from tqdm import tqdm
 TASK = "GlassPush-UR5-RG2"
 PLAY_STEPS = 1200  # The play configuration's 60 s at 20 Hz.
 COMPARED = ("taken_with_room", "toppled", "knocked_off", "takeable_without_pushing")
-"""Each comparison row's marks (``evaluators.glass_push.scoring.score_record``)."""
+"""Each comparison row's marks (``score_record`` of
+``mjlab_tasks.glass_push.rules.scoring``)."""
 
 
 @dataclass
@@ -121,7 +122,7 @@ def build_env(tables: list[int], max_steps: int, device: str, engine: str):
   automatic reset: an ended episode keeps its final state to be scored.
   The task's time-out lies past ``max_steps``; the run ends the episodes
   still going at ``max_steps``."""
-  from mjlab_tasks.common.c_engine import make_env
+  from mjlab_tasks.engine import make_env
   from mjlab_tasks.glass_push.env_cfg import glass_push_env_cfg
 
   cfg = glass_push_env_cfg(play=True, tables=tables, num_envs=len(tables))
@@ -133,7 +134,7 @@ def build_env(tables: list[int], max_steps: int, device: str, engine: str):
 
 def make_policy(env, policy: Path, device: str):
   """The trained policy acting in ``env`` (its loading resets the env)."""
-  from mjlab_tasks.common.policy import load_policy
+  from mjlab_tasks.policies import load_policy
 
   try:
     return load_policy(env, TASK, policy, device)
@@ -147,10 +148,11 @@ def table_rows(
   """Environments ``ids`` scored now, at their episodes' last step, with the
   termination terms that ended them (none: the run's step limit, a time-out)
   {env: row}."""
+  from mjlab_tasks.common.verdict import task_verdict
   from mjlab_tasks.glass_push import mdp
 
   t = mdp.table(env, pool)
-  verdict = mdp.glass_verdict(env, pool)  # This step's, as the terminations saw.
+  verdict = task_verdict(env)  # This step's, as the terminations saw.
   manager = env.termination_manager
   rows = {}
   for i in ids:

@@ -38,6 +38,8 @@ from typing import Literal
 import numpy as np
 from cli_args import check_at_least, check_new_folder, create_folder, fail, parse
 
+from mjlab_tasks.engine import traits
+
 
 @dataclass
 class Args:
@@ -67,7 +69,7 @@ class Args:
 
 def parse_tables(text: str) -> list[int]:
   """``"A-B"`` (inclusive) or ``"A"`` to a list of table numbers."""
-  from evaluators.glass_push.tables import EVALUATION_TABLES, TRAINING_TABLES
+  from mjlab_tasks.glass_push.rules.tables import EVALUATION_TABLES, TRAINING_TABLES
 
   match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", text)
   if match is None:
@@ -145,7 +147,7 @@ def run_batch(tables: list[int], args: Args, out: Path, bar) -> list[dict]:
 
 def write_table(record: dict, error: str | None, out: Path, wall_s: float) -> dict:
   """Write one table's record and demonstrations; returns its score row."""
-  from evaluators.glass_push.scoring import score_record
+  from mjlab_tasks.glass_push.rules.scoring import score_record
 
   table = record["table"]
   paths = {f"action_{k:03d}": a.pop("path") for k, a in enumerate(record["actions"])}
@@ -177,15 +179,15 @@ def main(args: Args) -> int:
 
   from tqdm import tqdm
 
-  from evaluators.glass_push.scoring import markdown, summarize
   from mjlab_tasks.common.runtime import source_snapshot
+  from mjlab_tasks.glass_push.rules.scoring import markdown, summarize
 
   for sub in ("tables", "demos") + (("films",) if args.film else ()):
     (out / sub).mkdir()
   if is_oracle(args):
     print(f"{label(args)}: the runner hands it the true poses and friction.")
   # MuJoCo Warp: one batch of every table; C MuJoCo: --jobs worker processes.
-  n = 1 if args.engine == "warp" else min(args.jobs, len(tables))
+  n = 1 if traits(args.engine).one_process else min(args.jobs, len(tables))
   shares = [tables[k::n] for k in range(n)]
   rows = []
   with (

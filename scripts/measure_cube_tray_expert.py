@@ -65,54 +65,46 @@ def check_args(args: Args) -> tuple[str, str, int]:
   return device, engine, args.num_envs if args.episodes is None else args.episodes
 
 
+class LargestAction:
+  """The expert, keeping the largest |action| it gave."""
+
+  def __init__(self, expert):
+    self.expert, self.largest = expert, 0.0
+
+  def act(self):
+    action = self.expert.act()
+    self.largest = max(self.largest, float(action.abs().max()))
+    return action
+
+  def reset(self, ids=None) -> None:
+    self.expert.reset(ids)
+
+
 def run_episodes(env, expert, episodes: int) -> tuple[list[dict], float, int]:
   """Step until ``episodes`` episodes have ended: (episodes, largest |action|,
-  policy steps). Each environment scores a fixed quota, so environments with
-  quick successes do not crowd out slow ones."""
-  import torch
-
-  from evaluators.cube_tray import REASON_NAMES, Reason
+  policy steps), with the evaluation's fixed quota per environment."""
   from experts.cube_tray import ACTION_NAMES
-  from mjlab_tasks.cube_tray.mdp import cube_tray_verdict
+  from mjlab_tasks.cube_tray import evaluation
 
-  n = env.num_envs
-  quota = torch.full((n,), episodes // n, dtype=torch.long)
-  quota[: episodes % n] += 1
-  episode = torch.zeros(n, dtype=torch.long)
-  steps = torch.zeros(n, dtype=torch.long)
-  results, largest, total = [], 0.0, 0
+  def fields(i: int, steps: int) -> dict:
+    return {
+      "time_s": round(steps * env.step_dt, 3),
+      "expert_action": ACTION_NAMES[int(expert.index[i])],
+      "expert_timeouts": int(expert.timeouts[i]),
+    }
+
+  watched = LargestAction(expert)
   with tqdm(total=episodes, desc="episodes", unit="ep") as bar:
-    while len(results) < episodes:
-      action = expert.act()
-      largest = max(largest, float(action.abs().max()))
-      _, _, terminated, truncated, _ = env.step(action)
-      total += 1
-      steps += 1
-      verdict = cube_tray_verdict(env)  # The terminal state's, for ended envs.
-      ended = (terminated | truncated).nonzero().flatten().cpu()
-      for i in ended.tolist():
-        if episode[i] >= quota[i]:
-          continue
-        success = bool(verdict["success"][i])
-        results.append(
-          {
-            "env": i,
-            "episode": int(episode[i]),
-            "success": success,
-            "reason": None
-            if success
-            else REASON_NAMES[Reason(int(verdict["reason"][i]))],
-            "time_s": round(int(steps[i]) * env.step_dt, 3),
-            "expert_action": ACTION_NAMES[int(expert.index[i])],
-            "expert_timeouts": int(expert.timeouts[i]),
-          }
-        )
-        bar.update(1)
-      if len(ended):
-        episode[ended] += 1
-        steps[ended] = 0
-        expert.reset(ended.to(env.device))
-  return results, largest, total
+    rows, total, _ = evaluation.run_episodes(
+      env, watched, episodes, on_episode=lambda: bar.update(1), extra=fields
+    )
+  keys = ("env", "episode", "reason", "time_s", "expert_action", "expert_timeouts")
+  results = [
+    {**{k: r[k] for k in keys[:2]}, "success": r["outcome"] == "success"}
+    | {k: r[k] for k in keys[2:]}
+    for r in rows
+  ]
+  return results, watched.largest, total
 
 
 def summarize(results: list[dict], largest: float) -> dict:
@@ -137,9 +129,9 @@ def main(args: Args) -> int:
   out_dir = create_folder(args.output) if args.output is not None else None
 
   from experts.cube_tray import CubeTrayExpert
-  from mjlab_tasks.common.c_engine import make_env
   from mjlab_tasks.common.runtime import source_snapshot
   from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
+  from mjlab_tasks.engine import make_env
 
   cfg = cube_tray_env_cfg(
     arm_action=args.mode, num_envs=args.num_envs, end_on_success=True

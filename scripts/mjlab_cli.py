@@ -10,11 +10,9 @@ Lives beside the tools (``scripts/``), which import it by name.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import sys
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from cli_args import Engine, check_engine, fail
 
@@ -50,9 +48,11 @@ def has_cuda() -> bool:
 
 def choose_engine(engine: str | None) -> Engine:
   """The engine to run on; the C engine runs on the CPU."""
-  cuda = has_cuda()
-  chosen = check_engine(engine, "cuda:0" if cuda and engine != "mujoco" else "cpu")
-  if chosen == "warp" and not cuda:
+  from mjlab_tasks.engine import ENGINES, default_device, traits
+
+  known = engine is None or engine in ENGINES
+  chosen = check_engine(engine, default_device(engine) if known else "cpu")
+  if not has_cuda() and not traits(chosen).cpu_only:
     print("note: MuJoCo Warp on the CPU is slow; --engine mujoco is faster here")
   return chosen
 
@@ -80,26 +80,17 @@ def task_and_args(rest: list[str], usage: str) -> tuple[str, list[str]]:
   return rest[0], rest[1:]
 
 
-@contextlib.contextmanager
-def on_engine(engine: Engine) -> Iterator[None]:
-  """mjlab builds its environments on ``engine`` inside this block, with the
-  compiled control loop where it is the default (``compiled_control``)."""
-  from mjlab_tasks.common.c_engine import CMujocoSimulation, simulation_class
-  from mjlab_tasks.common.compiled_control import on_every_env
-
-  if engine == "mujoco":
-    os.environ["CUDA_VISIBLE_DEVICES"] = ""  # mjlab's CPU mode
-  elif not os.environ.get("CUDA_VISIBLE_DEVICES") and not has_cuda():
-    os.environ["CUDA_VISIBLE_DEVICES"] = ""  # Warp on the CPU
-  patch = simulation_class(CMujocoSimulation) if engine == "mujoco" else None
-  with patch or contextlib.nullcontext(), on_every_env():
-    yield
-
-
 def run_mjlab_main(
-  name: str, main: Callable[[], None], task: str, mjlab_args: list[str], engine: Engine
+  name: str,
+  main: Callable[[], None],
+  task: str,
+  mjlab_args: list[str],
+  engine: Engine,
+  viewer: bool = False,
 ) -> None:
   """mjlab's ``main`` of ``name`` (train, play) on the chosen engine."""
+  from mjlab_tasks.engine import mjlab_builds_on
+
   sys.argv = [f"{sys.argv[0]} (mjlab {name})", task, *mjlab_args]
-  with on_engine(engine):
+  with mjlab_builds_on(engine, viewer=viewer):
     main()

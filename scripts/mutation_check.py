@@ -70,7 +70,7 @@ MUTATIONS = (
   ),
   Mutation(
     "replay_exact_by_verdict",
-    "scripts/replay_demos.py",
+    "mjlab_tasks/demos/replay.py",
     "    and result.max_state_divergence == 0.0\n"
     "    and result.max_obs_divergence == 0.0\n"
     "    and result.max_reward_divergence == 0.0\n",
@@ -79,35 +79,35 @@ MUTATIONS = (
   ),
   Mutation(
     "replay_ignores_rewards",
-    "scripts/replay_demos.py",
+    "mjlab_tasks/demos/replay.py",
     "    and result.max_reward_divergence == 0.0\n",
     "",
     ("tests/test_demos.py",),
   ),
   Mutation(
     "friction_in_a_push_report",
-    "mjlab_tasks/glass_push/world.py",
+    "mjlab_tasks/glass_push/examiner/world.py",
     '"peak": float(hand.peak[i]),',
     '"peak": float(self.physics.friction.glass_table),',
     ("tests/test_glass_hiding.py",),
   ),
   Mutation(
     "mass_in_a_reading",
-    "evaluators/glass_push/hidden.py",
+    "mjlab_tasks/glass_push/hidden.py",
     '"x": round(float(x), 4),',
     '"x": round(float(x), 4), "mass": g.mass,',
     ("tests/test_glass_hiding.py",),
   ),
   Mutation(
     "compiled_damping_off_by_1_percent",
-    "mjlab_tasks/common/compiled_control.py",
+    "mjlab_tasks/engine/compiled_control.py",
     'c.damping = getattr(arm.cfg, "damping", 0.0)',
     'c.damping = 1.01 * getattr(arm.cfg, "damping", 0.0)',
     ("tests/test_compiled_control.py",),
   ),
   Mutation(
     "compiled_max_dq_off_by_1_percent",
-    "mjlab_tasks/common/compiled_control.py",
+    "mjlab_tasks/engine/compiled_control.py",
     "c.max_dq = arm.cfg.max_dq",
     "c.max_dq = 1.01 * arm.cfg.max_dq",
     ("tests/test_compiled_control.py",),

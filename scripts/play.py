@@ -50,8 +50,6 @@ from cli_args import (
 from mjlab_cli import (
   check_task,
   choose_engine,
-  has_cuda,
-  on_engine,
   run_mjlab_main,
   split_engine,
   split_flag,
@@ -183,31 +181,14 @@ def paced_viewer(steps: int | None) -> Iterator[None]:
     BaseViewer.run, BaseViewer._execute_step = run, execute
 
 
-@contextlib.contextmanager
-def viser_accepts_c_engine(engine: str) -> Iterator[None]:
-  """mjlab's viser viewer asserts that the simulation is mjlab's own class;
-  the C engine's ``CMujocoSimulation`` offers the same interface."""
-  import mjlab.viewer.viser.viewer as viser_viewer
-
-  from mjlab_tasks.common.c_engine import CMujocoSimulation
-
-  original = viser_viewer.Simulation
-  if engine == "mujoco":
-    viser_viewer.Simulation = (original, CMujocoSimulation)
-  try:
-    yield
-  finally:
-    viser_viewer.Simulation = original
-
-
 def run_mjlab_play(
   task: str, mjlab_args: list[str], engine: str, steps: int | None
 ) -> None:
   """mjlab's ``play`` main, its environment built on the chosen engine."""
   from mjlab.scripts import play
 
-  with viser_accepts_c_engine(engine), paced_viewer(steps):
-    run_mjlab_main("play", play.main, task, mjlab_args, engine)
+  with paced_viewer(steps):
+    run_mjlab_main("play", play.main, task, mjlab_args, engine, viewer=True)
 
 
 def export_onnx(task: str, checkpoint: Path, output: Path, engine: str) -> None:
@@ -215,13 +196,13 @@ def export_onnx(task: str, checkpoint: Path, output: Path, engine: str) -> None:
   from mjlab.tasks.registry import load_env_cfg
 
   import mjlab_tasks.tasks  # noqa: F401 - the registry
-  from mjlab_tasks.common.c_engine import make_env
-  from mjlab_tasks.common.policy import export_onnx_policy
+  from mjlab_tasks.engine import default_device, make_env, mjlab_builds_on
+  from mjlab_tasks.policies import export_onnx_policy
 
   cfg = load_env_cfg(task, play=True)
   cfg.scene.num_envs = 1
-  with on_engine(engine), contextlib.redirect_stdout(sys.stderr):
-    device = "cuda:0" if engine == "warp" and has_cuda() else "cpu"
+  device = default_device(engine)
+  with mjlab_builds_on(engine), contextlib.redirect_stdout(sys.stderr):
     env = make_env(cfg, device=device, engine=engine)
   try:
     export_onnx_policy(env, task, checkpoint, output, device)

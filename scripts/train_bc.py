@@ -18,7 +18,7 @@ checkpoint), validates on ``mask/valid``, and writes to a new folder:
 
 With ``--chunk K`` the network predicts this step's action and the next
 K - 1 (action chunking); the policy executes chunks with temporal ensembling
-(mjlab_tasks/common/policy.py, ``BcPolicy``). See docs/demonstrations.md.
+(mjlab_tasks/policies/bc_policy.py, ``BcPolicy``). See docs/demonstrations.md.
 
 Camera images of a file collected with ``--cameras`` (or rendered by
 replay_demos.py --render-cameras) are inputs when ``--obs-keys`` names them
@@ -121,9 +121,9 @@ def check_args(args: Args) -> None:
 def actor_terms(env_args: dict) -> list[str]:
   """The task's actor observation terms in the order its environment
   concatenates them (what a policy reads at evaluation)."""
-  from demo_rollouts import task_from_env_args
+  from mjlab_tasks.registry import demo_task_from_env_args
 
-  task = task_from_env_args(env_args)
+  task = demo_task_from_env_args(env_args)
   cfg = task.make_cfg(task.env_kwargs, 1)
   return list(cfg.observations["actor"].terms)
 
@@ -141,7 +141,7 @@ def read_images(demo, keys: list[str], size: tuple[int, int]) -> dict:
   import numpy as np
   import torch
 
-  from mjlab_tasks.common.policy import downsample
+  from mjlab_tasks.policies import downsample
 
   out = {}
   for key in keys:
@@ -206,7 +206,8 @@ def load_data(args: Args):
   """The checked file's env_args, term order and sizes, and both splits
   (with image terms: their shapes, and the images as each split's 4th item)."""
   import h5py
-  from demo_format import DemoFileError, is_image, validate_file
+
+  from mjlab_tasks.demos import DemoFileError, is_image, validate_file
 
   try:
     env_args = validate_file(args.demos)
@@ -313,7 +314,7 @@ def train(args: Args, train_set, valid_set, sizes, action_dim, yaw_at=(None, Non
   import torch
   from tqdm import tqdm
 
-  from mjlab_tasks.common.policy import BcMlp
+  from mjlab_tasks.policies import BcMlp
 
   torch.manual_seed(args.seed)
   # One thread: the batches of a small MLP gain nothing from a second one, and
@@ -393,7 +394,7 @@ def train_images(args: Args, train_set, valid_set, sizes, action_dim, yaw_at, sh
   import torch
   from tqdm import tqdm
 
-  from mjlab_tasks.common.policy import BcImageNet
+  from mjlab_tasks.policies import BcImageNet
 
   torch.manual_seed(args.seed)
   torch.set_num_threads(1)  # As train(): a shared CPU.
@@ -474,8 +475,8 @@ def main(args: Args) -> int:
   check_args(args)
   import torch
 
-  from mjlab_tasks.common.policy import BC_FORMAT
   from mjlab_tasks.common.runtime import source_snapshot
+  from mjlab_tasks.policies import BC_FORMAT
 
   data = load_data(args)
   env_args, terms, sizes, action_dim, labels, train_set, valid_set, shapes = data

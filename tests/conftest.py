@@ -1,4 +1,5 @@
-"""Shared pytest setup: quiet Warp kernel-cache logging; seeded random inputs.
+"""Shared pytest setup: quiet Warp kernel-cache logging, triton before
+OpenGL; seeded random inputs.
 
 Random tests take the ``rng`` (or ``rng_seed``) fixture: a fresh seed every
 run, printed with the test's output and named in the failure report, so a
@@ -12,9 +13,13 @@ import os
 import numpy as np
 import pytest
 
+from mjlab_tasks.common.gl import load_triton_before_gl
 from mjlab_tasks.common.runtime import quiet_warp
 
 quiet_warp()
+# Tests draw pictures with OSMesa in this process and train with torch later
+# (which imports triton lazily): triton first, as the tools do.
+load_triton_before_gl()
 
 SEED_VARIABLE = "SUITE_TEST_SEED"
 

@@ -16,6 +16,7 @@ from mjlab.utils.lab_api.math import (
 
 from assets.ur5_rg2.kinematics import dls_step_batched
 from mjlab_tasks.common.actions import CartesianPoseAction, limit_joint_step
+from mjlab_tasks.engine import worlds
 
 
 def world_state64(env) -> SimpleNamespace:
@@ -23,7 +24,7 @@ def world_state64(env) -> SimpleNamespace:
   fields = ("qpos", "site_xpos", "site_xmat", "xaxis", "xanchor")
   return SimpleNamespace(
     **{
-      f: torch.from_numpy(np.stack([getattr(d, f) for d in env.sim._worlds]))
+      f: torch.from_numpy(np.stack([getattr(d, f) for d in worlds(env)]))
       for f in fields
     }
   )

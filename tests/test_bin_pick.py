@@ -15,7 +15,7 @@ from mjlab_tasks.bin_pick.env_cfg import (
   bin_pick_env_cfg,
   pourer,
 )
-from mjlab_tasks.common.c_engine import make_env
+from mjlab_tasks.engine import make_env, worlds
 
 
 def _env(engine="mujoco", **kwargs):
@@ -85,7 +85,7 @@ class PourRecorder:
       settle(pour, env, seconds)
       if seconds == pour.cfg.drop_settle_s:
         self.drops.append(
-          [(w.geom_xpos.copy(), w.geom_xmat.copy()) for w in env.sim._worlds]
+          [(w.geom_xpos.copy(), w.geom_xmat.copy()) for w in worlds(env)]
         )
 
     monkeypatch.setattr(BinPourer, "_settle", recording_settle)
@@ -178,7 +178,7 @@ def test_poured_objects_settle_inside_the_bin(poured_envs, height):
   model = env.sim.mj_model
   bodies = _object_bodies(model, p.cfg.names)
   assert (p.poured >= 1).all()
-  for i, world in enumerate(env.sim._worlds):
+  for i, world in enumerate(worlds(env)):
     frame = BinFrame(model, world.geom_xpos, world.geom_xmat)
     assert frame.wall_height == pytest.approx(height, abs=1e-9)
     for k, body in enumerate(bodies):
@@ -197,7 +197,7 @@ def test_poured_objects_settle_inside_the_bin(poured_envs, height):
   for k, name in enumerate(p.cfg.names):
     speed = env.scene[name].data.root_link_lin_vel_w.norm(dim=-1)
     assert torch.all(speed[p.in_bin[:, k]] < 0.05), name
-  for world in env.sim._worlds:
+  for world in worlds(env):
     depths = [-c.dist for c in world.contact[: world.ncon]]
     assert max(depths, default=0.0) < 0.005
 
@@ -216,8 +216,8 @@ def test_pour_stops_at_the_height_set_by_the_wall(poured_envs, height):
   stopped_by_height = 0
   for i in range(env.num_envs):
     pouring, dropped = True, []
-    for k, worlds in enumerate(recorder.drops):
-      xpos, xmat = worlds[i]
+    for k, drop in enumerate(recorder.drops):
+      xpos, xmat = drop[i]
       frame = BinFrame(model, xpos, xmat)
       near_bin = [
         np.linalg.norm(xpos[model.body_geomadr[b], :2] - frame.centre[:2]) < 0.6
@@ -259,11 +259,11 @@ def test_spilled_objects_are_parked_again(poured_envs):
     p = pourer(env)
     model = env.sim.mj_model
     bodies = _object_bodies(model, p.cfg.names)
-    for i, world in enumerate(env.sim._worlds):
+    for i, world in enumerate(worlds(env)):
       frame = BinFrame(model, world.geom_xpos, world.geom_xmat)
       origin = frame.centre[:2] - np.array(BIN_CENTRE)
-      for k, worlds in enumerate(recorder.drops):
-        xpos, xmat = worlds[i]
+      for k, drop in enumerate(recorder.drops):
+        xpos, xmat = drop[i]
         points = posed_points(model, xpos, xmat, bodies[k])
         near = np.linalg.norm(points.mean(0)[:2] - frame.centre[:2]) < 0.6
         if not near or inside_walls(points, frame):
@@ -373,7 +373,7 @@ def test_scene_camera_frames_the_arm_bin_and_drop_zone():
 
   env = _env(num_envs=1, objects=1)
   try:
-    model, data = env.sim.mj_model, env.sim._worlds[0]
+    model, data = env.sim.mj_model, worlds(env)[0]
     cam = mujoco.MjvCamera()
     cam.lookat[:] = SCENE_VIEW.lookat
     cam.distance, cam.azimuth = SCENE_VIEW.distance, SCENE_VIEW.azimuth

@@ -23,6 +23,7 @@ from experts.bin_pick.grasps import (
   tool_rotation,
 )
 from experts.bin_pick.rearrange import PUSH_KINDS, REARRANGE_REASONS
+from mjlab_tasks.engine import worlds
 
 
 def _posed(geom_kwargs: dict) -> tuple[mujoco.MjModel, mujoco.MjData]:
@@ -103,7 +104,7 @@ def test_cylinder_section_widths_match_analytic_chords(trial, rng_seed):
 @pytest.fixture(scope="module")
 def one_object_env():
   from mjlab_tasks.bin_pick.env_cfg import bin_pick_env_cfg
-  from mjlab_tasks.common.c_engine import make_env
+  from mjlab_tasks.engine import make_env
 
   env = make_env(
     bin_pick_env_cfg(num_envs=1, objects=1, bin_width=0.14, bin_height=0.06),
@@ -117,11 +118,11 @@ def one_object_env():
 
 def _live_state(env) -> list[np.ndarray]:
   data = env.sim.data
-  worlds = [
+  own = [
     np.concatenate([w.qpos, w.qvel, [w.time]]).copy()
-    for w in env.sim._worlds  # The C engine's own MjData (float64).
+    for w in worlds(env)  # The C engine's own MjData (float64).
   ]
-  return [data.qpos.clone().numpy(), data.qvel.clone().numpy(), *worlds]
+  return [data.qpos.clone().numpy(), data.qvel.clone().numpy(), *own]
 
 
 def _posed_replica(env):
@@ -239,7 +240,7 @@ def _evaluate_in_process(out_dir: Path, **flags) -> FinalSim:
   """``scripts/evaluate_binpick.py`` run in this process, its environment
   recorded: the script writes its reports as usual, and the test keeps the
   simulator's final state to check them against."""
-  import mjlab_tasks.common.c_engine as c_engine
+  import mjlab_tasks.engine.c_engine as c_engine
   from mjlab_tasks.bin_pick.env_cfg import pourer
 
   captured: dict[str, FinalSim] = {}
@@ -253,7 +254,7 @@ def _evaluate_in_process(out_dir: Path, **flags) -> FinalSim:
       pour = pourer(env)
       captured["sim"] = FinalSim(
         model=copy.copy(env.sim.mj_model),
-        worlds=[copy.copy(w) for w in env.sim._worlds],
+        worlds=[copy.copy(w) for w in worlds(env)],
         names=pour.cfg.names,
         in_bin=pour.in_bin.cpu().numpy().copy(),
         origins=env.scene.env_origins.cpu().double().numpy().copy(),
@@ -491,7 +492,8 @@ def test_small_run_reports_match_the_simulation(small_run):
   assert (summary["poured"], summary["delivered"]) == (total_poured, total_delivered)
   # A run that ended before its step limit (every expert stopped) ended with
   # every poured object still, or after waiting SETTLE_S for it.
-  settle_s = load_tool("evaluate_binpick.py").SETTLE_S
+  from mjlab_tasks.bin_pick.evaluation import SETTLE_S as settle_s
+
   if summary["simulated_time_s"] < SMALL_RUN["max_steps"] * 0.05 - 1e-6:
     still = all(
       r["slow"]
@@ -530,9 +532,9 @@ def test_second_run_into_the_same_folder_is_refused(video_run):
 
 
 def _gl_available() -> bool:
-  from mjlab_tasks.common.video import _default_gl
+  from mjlab_tasks.common.gl import headless_gl
 
-  _default_gl()  # As the renderer does: the headless backend, not GLFW.
+  headless_gl()  # As the renderer does: the headless backend, not GLFW.
   try:
     model = mujoco.MjModel.from_xml_string("<mujoco/>")
     mujoco.Renderer(model, 8, 8).close()

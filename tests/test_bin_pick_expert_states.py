@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import torch
 from mjlab.utils.lab_api.math import matrix_from_quat, quat_from_angle_axis, quat_mul
-from script_runner import load_tool
 
 from experts.bin_pick.expert import (
   GRIPPER_OPEN,
@@ -20,8 +19,8 @@ from experts.bin_pick.expert import (
 )
 from experts.bin_pick.replica import ReplicaCfg
 from mjlab_tasks.bin_pick.env_cfg import bin_pick_env_cfg
-from mjlab_tasks.bin_pick.mdp import CLEARED_TERM
-from mjlab_tasks.common.c_engine import make_env
+from mjlab_tasks.common.verdict import invalidate_verdict, task_verdict
+from mjlab_tasks.engine import make_env
 
 CFG = BinPickExpertCfg()
 
@@ -39,9 +38,8 @@ def env():
 
 def _refresh_verdict(env) -> dict[str, torch.Tensor]:
   """Recompute the delivery verdict for the current (constructed) state."""
-  term = env.termination_manager.get_term_cfg(CLEARED_TERM).func
-  term(env)
-  return term.verdict
+  invalidate_verdict(env)
+  return task_verdict(env)
 
 
 @pytest.fixture
@@ -598,7 +596,8 @@ def test_an_object_undelivered_after_its_verified_delivery(
   verdict = _refresh_verdict(env)
   assert bool(expert.pour.in_bin[0, 0]) and not bool(verdict["delivered"][0, 0])
   assert expert.why_undelivered(0, 0) == reason
-  script = load_tool("evaluate_binpick.py")
+  from mjlab_tasks.bin_pick import evaluation as script
+
   watch = script.Watch.empty(1)
   (row,) = script.env_rows(env, expert, expert.pour, verdict, watch, 2.0)
   assert row["outcome"] == outcome
@@ -613,7 +612,9 @@ def test_a_bin_cleared_at_one_step_is_reported_beside_the_last_steps_outcome(
   # bin was cleared (the task's termination would have ended the episode
   # there). The one poured box is set down at the drop point, still: the
   # bin is cleared at that step; then back in the bin, as it was poured.
-  env, script = expert.env, load_tool("evaluate_binpick.py")
+  from mjlab_tasks.bin_pick import evaluation as script
+
+  env = expert.env
   obj = env.scene["obj_00"]
   poured = torch.cat([obj.data.root_link_pose_w, torch.zeros(1, 6)], dim=-1)
   on_table = torch.zeros(1, 13)
@@ -652,7 +653,9 @@ def test_a_stopped_run_ends_once_the_objects_are_still(expert, rng):
   # The expert has stopped; the evaluation run goes on until the objects are
   # still (stopping at once would judge a just-placed, rocking object at an
   # instant a run to --max-steps would not), for at most SETTLE_S.
-  env, script = expert.env, load_tool("evaluate_binpick.py")
+  from mjlab_tasks.bin_pick import evaluation as script
+
+  env = expert.env
   names = expert.pour.cfg.names
   _set(expert, Stage.DONE)
   assert bool(expert.done.all())

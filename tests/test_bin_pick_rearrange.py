@@ -25,7 +25,7 @@ from experts.bin_pick.rearrange import (
 )
 from experts.bin_pick.replica import GraspReplica
 from mjlab_tasks.bin_pick.env_cfg import BIN_CENTRE, BIN_FLOOR, bin_pick_env_cfg, pourer
-from mjlab_tasks.common.c_engine import make_env
+from mjlab_tasks.engine import make_env, worlds
 
 CFG = PushCfg()
 UPRIGHT = np.array([1.0, 0.0, 0.0, 0.0])
@@ -36,8 +36,8 @@ ALONG_Y = np.array([math.cos(math.pi / 4), math.sin(math.pi / 4), 0.0, 0.0])
 
 def _live_state(env) -> list[np.ndarray]:
   data = env.sim.data
-  worlds = [np.concatenate([w.qpos, w.qvel, [w.time]]).copy() for w in env.sim._worlds]
-  return [data.qpos.clone().numpy(), data.qvel.clone().numpy(), *worlds]
+  own = [np.concatenate([w.qpos, w.qvel, [w.time]]).copy() for w in worlds(env)]
+  return [data.qpos.clone().numpy(), data.qvel.clone().numpy(), *own]
 
 
 class Scene:
@@ -516,7 +516,7 @@ def test_the_expert_rolls_a_capsule_off_the_wall_then_delivers_it():
 
 def _live_bounds(env, name: str) -> tuple[np.ndarray, np.ndarray]:
   """World bounds of a live object's geoms (their boxes, posed) [3], [3]."""
-  m, d = env.sim.mj_model, env.sim._worlds[0]
+  m, d = env.sim.mj_model, worlds(env)[0]
   lo, hi = np.full(3, np.inf), np.full(3, -np.inf)
   for g in env.scene[name].indexing.geom_ids.cpu().tolist():
     rot = d.geom_xmat[g].reshape(3, 3)

@@ -22,9 +22,9 @@ import mjlab_tasks.tasks  # noqa: F401  (registers the tasks)
 from experts.bin_pick.expert import BinPickExpert, Stage
 from mjlab_tasks import bin_pick
 from mjlab_tasks.bin_pick.env_cfg import bin_pick_env_cfg, pourer
-from mjlab_tasks.bin_pick.mdp import bin_pick_verdict
-from mjlab_tasks.common.c_engine import make_env
 from mjlab_tasks.common.scene import ROBOT
+from mjlab_tasks.common.verdict import task_verdict
+from mjlab_tasks.engine import make_env
 
 AFTER_RELEASE = 40  # 2 s at least after the release.
 LIMIT = 1600  # 80 s: a released object can roll slowly for seconds first.
@@ -67,7 +67,7 @@ def _rollout(
       _, reward, terminated, truncated, _ = env.step(action)
       assert not (terminated | truncated).any()
       rewards.append(reward.numpy() / env.step_dt)
-      delivered = bin_pick_verdict(env)["delivered_count"].numpy()
+      delivered = task_verdict(env)["delivered_count"].numpy()
       t += 1
     return np.array(rewards), release, delivered
   finally:
@@ -141,7 +141,7 @@ def test_nearest_objects_observation_matches_a_numpy_reference(rng):
   """Slots from MjData by hand: tool-to-object vectors and orientations in
   the base frame, extents, delivered last, padding beyond the poured ones."""
   from assets.ur5_rg2 import TCP_SITE_NAME
-  from mjlab_tasks.bin_pick.mdp import judge_now, nearest_objects
+  from mjlab_tasks.bin_pick.mdp import nearest_objects
 
   env = _env(2, objects=6, pour_seed=int(rng.integers(1000)))
   try:
@@ -158,7 +158,7 @@ def test_nearest_objects_observation_matches_a_numpy_reference(rng):
       action = torch.zeros(2, 7)
       action[:, :3] = torch.from_numpy(rng.uniform(-0.5, 0.5, (2, 3)))
       env.step(action)
-    _, verdict = judge_now(env)
+    verdict = task_verdict(env)
     delivered = verdict["delivered"][0].numpy()
     assert delivered[k] and delivered.sum() == 1
     count = int(p.poured[0]) + 2  # Two padded slots.

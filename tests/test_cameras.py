@@ -21,8 +21,6 @@ from assets.ur5_rg2 import (
   d415_nominal_intrinsics,
 )
 from mjlab_tasks.bin_pick.env_cfg import bin_pick_env_cfg
-from mjlab_tasks.common.c_cameras import LIGHT_HEADROOM, open_gl_context
-from mjlab_tasks.common.c_engine import make_env
 from mjlab_tasks.common.cameras import (
   CAMERA_GROUP,
   SCENE_SENSOR,
@@ -30,7 +28,10 @@ from mjlab_tasks.common.cameras import (
   ImageRandomizationCfg,
   resolve_cameras,
 )
+from mjlab_tasks.common.gl import open_gl_context
 from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
+from mjlab_tasks.engine import make_env, worlds
+from mjlab_tasks.engine.c_cameras import LIGHT_HEADROOM
 
 BOTH = ("wrist", "scene")
 FAR = (5.0, 5.0)  # A place out of every camera's view [m].
@@ -161,7 +162,7 @@ def test_wrist_depth_is_metres_to_the_table(c_env, rng):
   robot.write_joint_state_to_sim(q, torch.zeros_like(q))
   _move_away(c_env, "cube", "tray")
   depth = c_env.scene[WRIST_SENSOR].data.depth[0, ..., 0].numpy()
-  model, data = c_env.sim.mj_model, c_env.sim._worlds[0]
+  model, data = c_env.sim.mj_model, worlds(c_env)[0]
   cam = model.camera("robot/wrist_d415").id
   intr = d415_nominal_intrinsics(*D415_IMAGE_SIZE)
   rows, cols = np.mgrid[0:90, 0 : intr.width]
@@ -194,7 +195,7 @@ def test_wrist_rgb_of_a_cube_of_random_colour(c_env, rng):
   q = robot.data.default_joint_pos.clone()
   robot.write_joint_state_to_sim(q, torch.zeros_like(q))
   _move_away(c_env, "tray")
-  model, data = c_env.sim.mj_model, c_env.sim._worlds[0]
+  model, data = c_env.sim.mj_model, worlds(c_env)[0]
   cam = model.camera("robot/wrist_d415").id
   axis = -data.cam_xmat[cam].reshape(3, 3)[:, 2]  # Optical axis, world.
   half = 0.02
@@ -247,7 +248,7 @@ def test_a_picture_does_not_depend_on_the_world_drawn_before(c_env, rng):
   cube.write_root_link_pose_to_sim(pose)
   c_env.sim.forward()
   sim, i = c_env.sim, int(rng.integers(2))
-  context, worlds = sim._sensor_context, sim._worlds
+  context, worlds = sim._sensor_context, sim.worlds
 
   def draw(order):
     """Env ``order[-1]``'s pictures, drawn after the others of ``order``."""

@@ -23,8 +23,6 @@ import cli_args  # noqa: E402
 HELPERS = {
   "cli_args.py",
   "mjlab_cli.py",
-  "demo_format.py",
-  "demo_rollouts.py",
   # ManiSkill3's reference measurement: it runs in ManiSkill's own virtual
   # environment (its docstring), not the suite's.
   "maniskill_reference.py",
@@ -288,11 +286,12 @@ def paths(tmp_path) -> dict[str, str]:
 
 
 def write_demo_file(path: Path) -> str:
-  """A valid demo file of one one-step episode (scripts/demo_format.py)."""
-  import demo_format
+  """A valid demo file of one one-step episode (mjlab_tasks.demos)."""
   import numpy as np
 
-  episode = demo_format.Episode(
+  from mjlab_tasks.demos import DemoWriter, Episode
+
+  episode = Episode(
     seed=0,
     env=0,
     obs={"x": np.zeros((1, 2))},
@@ -304,9 +303,7 @@ def write_demo_file(path: Path) -> str:
     outcome="failure",
     reason="containment",
   )
-  with demo_format.DemoWriter(
-    path, {"env_name": "CubeTray-UR5-RG2", "engine": "mujoco"}
-  ) as writer:
+  with DemoWriter(path, {"env_name": "CubeTray-UR5-RG2", "engine": "mujoco"}) as writer:
     writer.add(episode)
     writer.finish()
   return str(path)

@@ -13,7 +13,6 @@ import itertools
 import mujoco
 import numpy as np
 import pytest
-from script_runner import load_tool
 
 from assets.ur5_rg2.kinematics import ArmKinematics
 from mjlab_tasks.common.video import CameraView
@@ -25,12 +24,13 @@ from mjlab_tasks.cube_tray.env_cfg import (
   TRAY_WALL,
   TRAY_WALL_HEIGHT,
 )
+from mjlab_tasks.cube_tray.evaluation import VIDEO_VIEW
 
 HOME = np.array([0.0, -np.pi / 2, np.pi / 2, -np.pi / 2, -np.pi / 2, 0.0])
 
 
 def load_view() -> CameraView:
-  return CameraView(**load_tool("evaluate_cube_tray.py").VIDEO_VIEW)
+  return CameraView(**VIDEO_VIEW)
 
 
 def project(model, view: CameraView, points: np.ndarray) -> np.ndarray:

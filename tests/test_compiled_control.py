@@ -1,4 +1,4 @@
-"""The compiled control loop of the C engine (mjlab_tasks.common.compiled_control).
+"""The compiled control loop of the C engine (mjlab_tasks.engine.compiled_control).
 
 Its targets against the torch action terms on the same states (fresh random
 states and targets), its trajectories against mjlab's Python loop, its
@@ -23,14 +23,10 @@ from control_reference import (
 )
 
 from assets.ur5_rg2.model import HOME_ARM_Q
-from mjlab_tasks.common import compiled_control, native_control
-from mjlab_tasks.common.c_engine import make_env
+from mjlab_tasks.common.verdict import task_verdict, verdict_term
 from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
-from mjlab_tasks.cube_tray.mdp import (
-  VERDICT_TERM,
-  cube_tray_verdict,
-  read_cube_tray_raw,
-)
+from mjlab_tasks.cube_tray.mdp import VERDICT_TERM, read_cube_tray_raw
+from mjlab_tasks.engine import compiled_control, make_env, native_control, worlds
 
 NUM_ENVS = 4
 
@@ -102,7 +98,7 @@ def test_compiled_targets_match_torch_terms(arm_action, rng):
     torch_ctrl = env.sim.data.ctrl[:, loop._arm_ctrl].double()
     torch_bias = env.sim.data.qfrc_applied[:, dofs].double().numpy()
     tol32 = solve_tolerance(env, arm, FLOAT32_TERM_PER_UNIT, 1e-5)
-    for i, world in enumerate(env.sim._worlds):
+    for i, world in enumerate(worlds(env)):
       d = copy.copy(world)  # The same state, float64; the world is untouched.
       last_dq = np.zeros(2 * n)
       native_control.control_targets(d, loop.control, params[i], last_dq)
@@ -184,8 +180,8 @@ def test_compiled_loop_follows_mjlab_loop(arm_action, rng_seed):
     arm_action, np.random.default_rng(rng_seed), True, rng_seed + 1
   )
   torch.testing.assert_close(got, expected, rtol=0, atol=TRAJECTORY_TOLERANCE)
-  for key, value in cube_tray_verdict(python_env).items():
-    torch.testing.assert_close(cube_tray_verdict(compiled_env)[key], value)
+  for key, value in task_verdict(python_env).items():
+    torch.testing.assert_close(task_verdict(compiled_env)[key], value)
   python_env.close()
   compiled_env.close()
 
@@ -217,7 +213,7 @@ def test_substep_metric_accumulates_like_mjlabs_loop(monkeypatch):
   the compiled loop hands the metrics manager all 50 values at once. With
   the values 0, 1, ..., 49 the step's metric must be their mean, 24.5."""
   env = _env("cartesian", compiled=True, num_envs=2)
-  term = env.metrics_manager.cfg[VERDICT_TERM].func
+  term = verdict_term(env)
   original, blocks = term.record_block, []
 
   def counting(values: torch.Tensor) -> torch.Tensor:
@@ -238,7 +234,7 @@ def test_substep_metric_accumulates_like_mjlabs_loop(monkeypatch):
 def test_recorded_readings_equal_python_reads(rng):
   env = _env("cartesian", compiled=True, num_envs=2)
   loop = env.compiled_loop
-  term = env.metrics_manager.cfg[VERDICT_TERM].func
+  term = verdict_term(env)
   _random_targets(env, rng)
   params = loop.params().numpy()
   start = env.sim.get_state()

@@ -13,9 +13,9 @@ import torch
 
 from assets.ur5_rg2.kinematics import ArmKinematics, tool_down_rotation
 from mjlab_tasks.common.actions import limit_joint_step
-from mjlab_tasks.common.c_engine import make_env
 from mjlab_tasks.common.mdp import wrist_force
 from mjlab_tasks.common.scene import ROBOT, cube_entity_cfg, make_robot_env_cfg
+from mjlab_tasks.engine import make_env
 
 NUM_ENVS = 2
 CUBE_POS = (0.5, 0.0, 0.02)

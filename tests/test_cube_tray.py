@@ -1,4 +1,4 @@
-"""Cube in tray: evaluator against the seed and a NumPy reference, reset-only
+"""Cube in tray: evaluator against the specification and a NumPy reference, reset-only
 scoring fixtures in the simulated scene, and the reference expert."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def yaw_rot(deg: float) -> torch.Tensor:
   return torch.tensor(Rotation.from_euler("z", deg, degrees=True).as_matrix())
 
 
-# Seed 000, worked example.
+# The cube-in-tray specification's worked example.
 
 
 def test_seed_worked_example():
@@ -54,7 +54,7 @@ def test_largest_admissible_offset(yaw_deg, expected_mm):
 
 
 def reference_contained(p, r, tray) -> bool:
-  """The seed's two lines, one environment at a time."""
+  """The specification's two lines, one environment at a time."""
   extent = np.abs(r) @ np.full(3, HALF)
   return bool(np.all(np.abs(p[:2] - tray[:2]) + extent[:2] <= INNER))
 
@@ -223,7 +223,7 @@ def test_settle_time_must_be_whole_physics_steps():
 
 
 def reference_failures(s: dict) -> list[str]:
-  """Per-environment NumPy reference of the seed's rules: every failing
+  """Per-environment NumPy reference of the specification's rules: every failing
   condition, in the contract's order (validity, release, containment,
   support, movement); the first one is the reason."""
   rot = s["rot"]
@@ -444,9 +444,9 @@ def test_settling_is_judged_on_every_physics_step():
   policy-step end looks calm. The clock equals a NumPy recount of the calm
   physics states recorded at every mj_step, restarts at the slide, and
   success comes 0.5 s after it, not 0.5 s after the start."""
-  from mjlab_tasks.common.c_engine import make_env
+  from mjlab_tasks.common.verdict import task_verdict, verdict_term
   from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
-  from mjlab_tasks.cube_tray.mdp import VERDICT_TERM, cube_tray_verdict
+  from mjlab_tasks.engine import make_env
 
   # mjlab's Python loop, whose sim.step this test wraps to see every state
   # (the compiled loop records the same readings: test_compiled_control.py).
@@ -459,7 +459,7 @@ def test_settling_is_judged_on_every_physics_step():
     x, y, floor = _tray_centre(env)
     _set_cube(env, (x, y, floor + HALF))
     _settle(env, 0.3)
-    env.metrics_manager.cfg[VERDICT_TERM].func.reset()
+    verdict_term(env).reset()
     cube = env.scene["cube"]
     free = cube.indexing.free_joint_v_adr
 
@@ -489,7 +489,7 @@ def test_settling_is_judged_on_every_physics_step():
         env.sim.forward()
         recorded[-1] = speeds()  # The state the next step starts from.
       env.step(hold)
-      verdict = cube_tray_verdict(env)
+      verdict = task_verdict(env)
       # The loop judged s_0 .. s_{50k-1}: recount the calm run in NumPy.
       judged = np.stack(recorded[: 50 * k])
       calm = (judged[:, :, 0] <= 0.01) & (judged[:, :, 1] <= 0.1)
@@ -558,9 +558,9 @@ def test_the_expert_succeeds_on_randomized_placements():
   import io
 
   from experts.cube_tray import CubeTrayExpert
-  from mjlab_tasks.common.c_engine import make_env
+  from mjlab_tasks.common.verdict import task_verdict
   from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
-  from mjlab_tasks.cube_tray.mdp import cube_tray_verdict
+  from mjlab_tasks.engine import make_env
 
   cfg = cube_tray_env_cfg(arm_action="joint", play=True, num_envs=4)
   cfg.seed = 0
@@ -575,9 +575,7 @@ def test_the_expert_succeeds_on_randomized_placements():
       _, _, terminated, truncated, _ = env.step(expert.act())
       done = terminated | truncated
       assert not (done & ended).any(), "an environment ended twice"
-      assert torch.equal(
-        terminated & ~ended, cube_tray_verdict(env)["success"] & ~ended
-      )
+      assert torch.equal(terminated & ~ended, task_verdict(env)["success"] & ~ended)
       ended |= done
       if ended.all():
         break

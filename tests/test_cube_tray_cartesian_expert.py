@@ -134,9 +134,9 @@ def test_delta_pose_action_is_bounded_and_points_at_the_target():
 def test_cartesian_expert_succeeds_and_restarts_one_env(rng_seed):
   """Fresh random placements on the C engine; env 0 is reset mid-approach."""
   from experts.cube_tray import CARTESIAN_EXPERT_CFG, CubeTrayExpert
-  from mjlab_tasks.common.c_engine import make_env
+  from mjlab_tasks.common.verdict import task_verdict
   from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
-  from mjlab_tasks.cube_tray.mdp import cube_tray_verdict
+  from mjlab_tasks.engine import make_env
 
   cfg = cube_tray_env_cfg(arm_action="cartesian", num_envs=NUM_ENVS)
   cfg.seed = int(rng_seed % (1 << 31))
@@ -169,7 +169,7 @@ def test_cartesian_expert_succeeds_and_restarts_one_env(rng_seed):
       assert torch.isfinite(action).all() and action.abs().max() <= 1.0
       _, _, terminated, truncated, _ = env.step(action)
       assert not truncated.any(), "an episode timed out"
-      success = cube_tray_verdict(env)["success"]
+      success = task_verdict(env)["success"]
       assert torch.equal(terminated, success)  # success ends the episode
       if step < RESET_STEP:
         assert not success[0]

@@ -19,9 +19,10 @@ from mjlab.tasks.registry import load_rl_cfg
 import mjlab_tasks.tasks  # noqa: F401  (registers the tasks)
 from experts.cube_tray import ACTION_NAMES, CubeTrayExpert
 from mjlab_tasks import cube_tray
-from mjlab_tasks.common.c_engine import make_env
+from mjlab_tasks.common.verdict import task_verdict
 from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
-from mjlab_tasks.cube_tray.mdp import SETTLED, cube_tray_verdict
+from mjlab_tasks.cube_tray.mdp import SETTLED
+from mjlab_tasks.engine import make_env
 
 RELEASE = ACTION_NAMES.index("release")
 STEPS = 220  # 11 s: the expert settles the cube within 4.5 to 9.4 s (docs).
@@ -51,7 +52,7 @@ def _rollout(
       _, reward, terminated, truncated, _ = env.step(action)
       assert not (terminated | truncated).any()
       rewards.append(reward.numpy() / env.step_dt)
-      settled.append(cube_tray_verdict(env)["settled"].numpy().copy())
+      settled.append(task_verdict(env)["settled"].numpy().copy())
     expert.close()
     return np.array(rewards), release, np.array(settled)
   finally:

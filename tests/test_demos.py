@@ -26,9 +26,11 @@ sys.path.insert(0, str(ROOT / "scripts"))  # The tools and their helpers.
 
 import cli_args  # noqa: E402
 import collect_demos  # noqa: E402
-import demo_format  # noqa: E402
 import merge_demos  # noqa: E402
 import replay_demos  # noqa: E402
+
+from mjlab_tasks.demos import format as demo_format  # noqa: E402
+from mjlab_tasks.demos.collect import NOISE_SALT  # noqa: E402
 
 TASK = ["--task", "CubeTray-UR5-RG2", "--engine", "mujoco", "--device", "cpu"]
 EPISODES = ["--num-envs", "2", "--episodes", "4"]
@@ -373,7 +375,7 @@ def test_action_noise_is_executed_and_the_expert_recorded(tmp_path):
     assert args["action_noise"]["std"] == 0.4
     for demo in f["data"].values():
       executed, expert = demo["actions"][()], demo["expert_actions"][()]
-      rng = np.random.default_rng([int(demo.attrs["seed"]), collect_demos.NOISE_SALT])
+      rng = np.random.default_rng([int(demo.attrs["seed"]), NOISE_SALT])
       noise = rng.normal(0.0, 0.4, (len(expert), 6))
       np.testing.assert_allclose(
         executed[:, :6], np.clip(expert[:, :6] + noise, -1, 1), atol=1e-6

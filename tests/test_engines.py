@@ -11,10 +11,10 @@ import torch
 from scipy.spatial.transform import Rotation
 
 from evaluators.cube_tray import Reason, evaluate_conditions
-from mjlab_tasks.common.c_engine import make_env, resolve_engine
 from mjlab_tasks.common.mdp import physics_health
 from mjlab_tasks.cube_tray.env_cfg import TRAY_FLOOR, cube_tray_env_cfg
 from mjlab_tasks.cube_tray.mdp import CubeTrayNames, read_cube_tray_state
+from mjlab_tasks.engine import make_env, resolve_engine, worlds
 
 HALF = 0.02
 
@@ -122,7 +122,7 @@ def test_identical_states_give_identical_verdicts(engines, rng):
 @pytest.mark.slow  # 200 MuJoCo Warp steps on the CPU; stepping parity is tested below
 def test_expert_episode_same_outcome_on_both_engines():
   from experts.cube_tray import ACTION_NAMES, CubeTrayExpert
-  from mjlab_tasks.cube_tray.mdp import cube_tray_verdict
+  from mjlab_tasks.common.verdict import task_verdict
 
   results = {}
   for engine in ("mujoco", "warp"):
@@ -133,7 +133,7 @@ def test_expert_episode_same_outcome_on_both_engines():
     success_step = torch.full((env.num_envs,), -1)
     for step in range(1, 200):
       _, _, terminated, _, _ = env.step(expert.act())
-      newly = cube_tray_verdict(env)["success"] & (success_step < 0)
+      newly = task_verdict(env)["success"] & (success_step < 0)
       assert torch.equal(newly, terminated & (success_step < 0))  # Success terminates.
       success_step[newly] = step
       if (success_step > 0).all():
@@ -169,7 +169,7 @@ def test_c_engine_is_deterministic():
     _run_random(env, 20, seed=3)
     finals.append((env.sim.data.qpos.clone(), env.sim.data.qvel.clone()))
     # The float64 states of every world, not only the float32 views.
-    finals[-1] += (np.stack([w.qpos.copy() for w in env.sim._worlds]),)
+    finals[-1] += (np.stack([w.qpos.copy() for w in worlds(env)]),)
     env.close()
   assert torch.equal(finals[0][0], finals[1][0]) and torch.equal(
     finals[0][1], finals[1][1]
@@ -183,14 +183,14 @@ def test_partial_reset_leaves_other_envs_untouched():
     env = _env("mujoco", num_envs=4, randomize=True, seed=11)
     env.reset()
     _run_random(env, 10, seed=5)
-    before = np.stack([w.qpos.copy() for w in env.sim._worlds])
+    before = np.stack([w.qpos.copy() for w in worlds(env)])
     if reset_some:
       env.reset(env_ids=torch.tensor([1, 3]))
-      after = np.stack([w.qpos.copy() for w in env.sim._worlds])
+      after = np.stack([w.qpos.copy() for w in worlds(env)])
       np.testing.assert_array_equal(after[[0, 2]], before[[0, 2]])
       assert not np.array_equal(after[[1, 3]], before[[1, 3]])
     _run_random(env, 10, seed=6)
-    runs.append(np.stack([w.qpos.copy() for w in env.sim._worlds]))
+    runs.append(np.stack([w.qpos.copy() for w in worlds(env)]))
     env.close()
   # Untouched worlds evolve exactly as if no other world had been reset.
   np.testing.assert_array_equal(runs[0][[0, 2]], runs[1][[0, 2]])
@@ -215,7 +215,7 @@ def test_c_engine_maps_buffer_warnings_to_overflow_bits(engines):
 
   env = engines["mujoco"]
   env.reset()
-  world = env.sim._worlds[1]
+  world = worlds(env)[1]
   world.warning[int(mujoco.mjtWarning.mjWARN_CONTACTFULL)].number += 1
   env.sim._pull([1])  # Reads the world's counters as a step would.
   assert env.sim.data.overflow.tolist() == [0, 1 << 3]
@@ -253,7 +253,7 @@ def test_c_engine_per_world_model_fields(rng):
     cube.write_root_state_to_sim(state)
     env.sim.forward()
     alone = []
-    for i, world in enumerate(env.sim._worlds):
+    for i, world in enumerate(worlds(env)):
       model = copy.copy(env.sim.mj_model)
       model.dof_damping[dofs.numpy()] = np.float32(values[i])
       alone.append((model, copy.copy(world)))
@@ -262,7 +262,7 @@ def test_c_engine_per_world_model_fields(rng):
     for i, (model, data) in enumerate(alone):
       for _ in range(100):
         mujoco.mj_step(model, data)
-      np.testing.assert_array_equal(env.sim._worlds[i].qpos, data.qpos, err_msg=str(i))
+      np.testing.assert_array_equal(worlds(env)[i].qpos, data.qpos, err_msg=str(i))
     fall = 0.3 + 0.02 - (cube.data.root_link_pos_w - env.scene.env_origins)[:, 2]
     order = np.argsort(values)
     assert (np.diff(fall.numpy()[order]) < 0).all()  # More damping, less fall.
@@ -278,8 +278,8 @@ def test_engines_agree_while_stepping(engines, rng):
   rad, 5e-5 rad/s at the impact, 2e-7 m, 5e-6 N; the bounds leave 50x), the
   resting support equals the cube's weight (hand computation), and both
   engines call success on the same policy step."""
+  from mjlab_tasks.common.verdict import task_verdict
   from mjlab_tasks.cube_tray.env_cfg import CUBE_MASS
-  from mjlab_tasks.cube_tray.mdp import cube_tray_verdict
 
   names = CubeTrayNames()
   yaw = rng.uniform(-180, 180)
@@ -311,7 +311,7 @@ def test_engines_agree_while_stepping(engines, rng):
           force=state.floor_normal_force.clone(),
           found=env.scene.sensors[names.floor_sensor].data.found.clone(),
           robot=state.robot_contact.clone(),
-          success=cube_tray_verdict(env)["success"].clone(),
+          success=task_verdict(env)["success"].clone(),
         )
       )
       if terminated.any():  # Success resets the episode: compare up to it.

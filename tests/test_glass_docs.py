@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from evaluators.glass_push import felt, glasses, hand, hidden, requests, room, tables
-from mjlab_tasks.glass_push import pictures, scene
-from mjlab_tasks.glass_push import routine as world
-from mjlab_tasks.glass_push import world as glass_world
+from mjlab_tasks.glass_push import hidden, scene
+from mjlab_tasks.glass_push.examiner import pictures
+from mjlab_tasks.glass_push.examiner import routine as world
+from mjlab_tasks.glass_push.examiner import world as glass_world
+from mjlab_tasks.glass_push.rules import felt, glasses, hand, requests, room, tables
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "glass_push.md").read_text()
 PAGE = " ".join(DOC.split())  # line breaks as spaces
@@ -91,7 +92,7 @@ def test_the_cameras_are_as_described():
   """750 mm above the zone's centre, 44 degrees, 384 x 384."""
   assert "camera `top_view` 750 mm above the zone's centre" in PAGE
   assert "44 degree field of view" in PAGE and "384 x 384 RGB" in PAGE
-  spec = scene.table_spec(scene.PhysicsConfig())
+  spec = scene.table_spec(hidden.PhysicsConfig())
   top = spec.camera("top_view")
   assert list(top.pos) == pytest.approx([*tables.ZONE_CENTER, 0.75])
   assert top.fovy == 44.0 and list(top.resolution) == [384, 384]

@@ -1,5 +1,5 @@
 """The rule that turns an action's tool-point positions into its ``touched``
-and ``pushed`` (``evaluators.glass_push.felt``), on worked examples."""
+and ``pushed`` (``mjlab_tasks.glass_push.rules.felt``), on worked examples."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from evaluators.glass_push.felt import WORKING_BAND, felt_distances
+from mjlab_tasks.glass_push.rules.felt import WORKING_BAND, felt_distances
 
 LOW = 0.0195  # the lowest tool height
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import mujoco
 import pytest
 
-from evaluators.glass_push import NoOffscreenGL
+from mjlab_tasks.glass_push import NoOffscreenGL
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -184,9 +184,9 @@ def test_warp_numeric_calls_work_without_opengl(tmp_path):
 
 
 def _osmesa_loads() -> bool:
-  from mjlab_tasks.glass_push.pictures import _library_loads
+  from mjlab_tasks.glass_push.examiner.pictures import library_loads
 
-  return _library_loads("OSMesa")
+  return library_loads("OSMesa")
 
 
 @pytest.mark.skipif(not _osmesa_loads(), reason="no OSMesa on this machine")
@@ -195,8 +195,8 @@ def test_pictures_equal_mujocos_renderer(tmp_path):
   first picture) are bitwise MuJoCo's Renderer's, for both cameras."""
   code = """
   import numpy as np, mujoco
-  from mjlab_tasks.glass_push.pictures import FILM_SIZE
-  from mjlab_tasks.glass_push.world import GlassWorld
+  from mjlab_tasks.glass_push.examiner.pictures import FILM_SIZE
+  from mjlab_tasks.glass_push.examiner.world import GlassWorld
   world = GlassWorld([10025], 2)
   model = world._table_model(0)
   q = world.sim.data.qpos[0].double().numpy()
@@ -254,14 +254,14 @@ def test_only_a_missing_gl_context_is_no_offscreen_gl(monkeypatch):
   """NoOffscreenGL comes only from failing to make a GL context (the test
   that skips pictures relies on it); a failure after the context is made
   stays an ordinary error."""
-  from mjlab_tasks.glass_push import pictures as cw
+  from mjlab_tasks.glass_push.examiner import pictures as cw
 
   def no_context(*args):
     raise ImportError("libOSMesa.so: cannot open shared object file")
 
   monkeypatch.setattr(cw, "_picture_gl", "osmesa")
   monkeypatch.setattr(cw, "_gl_failure", None)
-  monkeypatch.setattr(cw, "_library_loads", lambda name: True)
+  monkeypatch.setattr(cw, "library_loads", lambda name: True)
   model = mujoco.MjModel.from_xml_string("<mujoco><worldbody/></mujoco>")
   monkeypatch.setattr(
     cw.importlib, "import_module", lambda name: _fake_backend(no_context)
@@ -285,11 +285,11 @@ def test_only_a_missing_gl_context_is_no_offscreen_gl(monkeypatch):
 def test_disabled_or_missing_backends_say_what_to_install(monkeypatch):
   """Without loading anything: MUJOCO_GL=disable and a missing library are
   NoOffscreenGL naming both headless packages."""
-  from mjlab_tasks.glass_push import pictures as cw
+  from mjlab_tasks.glass_push.examiner import pictures as cw
 
   model = mujoco.MjModel.from_xml_string("<mujoco><worldbody/></mujoco>")
   monkeypatch.setattr(cw, "_gl_failure", None)
-  monkeypatch.setattr(cw, "_library_loads", lambda name: False)
+  monkeypatch.setattr(cw, "library_loads", lambda name: False)
   for backend, first in (("disable", "libosmesa6"), ("egl", "libegl1")):
     monkeypatch.setattr(cw, "_picture_gl", backend)
     with pytest.raises(NoOffscreenGL) as err:

@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evaluators.glass_push.hand import LOWEST_TCP_Z
-from evaluators.glass_push.tables import Glass
-from mjlab_tasks.glass_push.physics import PhysicsConfig
-from mjlab_tasks.glass_push.routine import TOUCH_FORCE, Line
-from mjlab_tasks.glass_push.world import GlassTable
+from mjlab_tasks.glass_push.examiner.routine import TOUCH_FORCE, Line
+from mjlab_tasks.glass_push.examiner.world import GlassTable
+from mjlab_tasks.glass_push.hidden import PhysicsConfig
+from mjlab_tasks.glass_push.rules.hand import LOWEST_TCP_Z
+from mjlab_tasks.glass_push.rules.tables import Glass
 
 GLASS = Glass(0, "tumbler", 0.45, -0.25, 0.07, 0.07, 0.06, 0.15)
 

@@ -15,18 +15,18 @@ from multiprocessing.connection import Connection
 import numpy as np
 import pytest
 
-from evaluators.glass_push.tables import _draw_table, training_table
 from mjlab_tasks.glass_push import Exam, Examiner, ExaminerBatch, TrainingExaminer
-from mjlab_tasks.glass_push.examiner import PRIVATE, PUBLIC
-from mjlab_tasks.glass_push.physics import Friction
-from mjlab_tasks.glass_push.world import GlassTable
+from mjlab_tasks.glass_push.examiner.server import PRIVATE, PUBLIC
+from mjlab_tasks.glass_push.examiner.world import GlassTable
+from mjlab_tasks.glass_push.hidden import Friction
+from mjlab_tasks.glass_push.rules.tables import draw_table, training_table
 
 # Every request name the worker knows, and a few it does not.
 OPS = sorted(PUBLIC | PRIVATE | {"close", "glass_states", "physics", "__init__"})
 WALK_LIMIT = 200_000  # objects; the clients' graphs hold a few thousand
 
 
-def _graph(root) -> list:
+def object_graph(root) -> list:
   """Everything reachable from ``root`` through attributes, slots,
   containers, bound methods, closures and defaults (``gc.get_referents``),
   not through classes, modules or functions' globals, which any import
@@ -66,7 +66,7 @@ def _channels(root) -> list:
   """Every pipe end and every other object with send() and recv()."""
   return [
     obj
-    for obj in _graph(root)
+    for obj in object_graph(root)
     if not isinstance(obj, type)
     and (
       isinstance(obj, Connection)
@@ -87,7 +87,7 @@ def _secrets(tables, glasses_now) -> tuple[set, set]:
   together instead."""
   floats = set()
   for t in tables:
-    for g in _draw_table(t):
+    for g in draw_table(t):
       floats |= {g.x, g.y, g.height, g.widest, g.foot, g.mass}
   for states in glasses_now:
     for s in states:
@@ -173,7 +173,8 @@ def test_direct_examiner_and_batch_serve_no_hidden_state():
     conns = [c for c in _channels(examiner) if not c.closed]
     assert len(conns) == 2  # the solution's pipe and the admin pipe
     assert _probe(examiner, floats, words) == {}
-    # The seed's leak: the admin pipe of a directly built examiner.
+    # A leak closed before: the admin pipe of a directly built examiner answers
+    # no private request.
     admin = examiner._owner.admins[0]
     for op in sorted(PRIVATE):
       admin.send([(0, op, ())])
@@ -236,7 +237,7 @@ def test_secret_search_finds_what_it_looks_for():
   above can fail): a mass, a friction key, the three coefficients, a true
   place in an array or in text; and not a reading's rounded value."""
   floats, words = _secrets([10025], [])
-  g = _draw_table(10025)[0]
+  g = draw_table(10025)[0]
   assert _hidden_in({"glasses": [{"id": 0, "mass": g.mass}]}, floats, words)
   assert _hidden_in([("ok", {"friction": {"a": 1}})], floats, words)
   assert _hidden_in(("ok", [list(vars(Friction()).values())]), floats, words)

@@ -13,7 +13,7 @@ from script_runner import run_script
 
 from experts.glass_push import geometric, oracle
 from mjlab_tasks.glass_push import Exam
-from mjlab_tasks.glass_push.physics import Friction
+from mjlab_tasks.glass_push.hidden import Friction
 
 TABLE = 10036  # the oracle pushes once here and takes every glass
 

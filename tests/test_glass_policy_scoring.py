@@ -15,7 +15,7 @@ import pytest
 import torch
 from script_runner import load_tool, run_script, train_two_iterations
 
-from evaluators.glass_push.tables import _draw_table, takeable_without_pushing
+from mjlab_tasks.glass_push.rules.tables import draw_table, takeable_without_pushing
 from mjlab_tasks.glass_push.scene import GLASS_ENTITY
 
 TASK = "GlassPush-UR5-RG2"
@@ -37,7 +37,7 @@ def _scores_file(path: Path, tables: list[int]) -> Path:
   the tool reads), for ``tables``: takeable_without_pushing as drawn."""
   rows = []
   for table in tables:
-    glasses = _draw_table(table)
+    glasses = draw_table(table)
     start = takeable_without_pushing(
       [(g.x, g.y) for g in glasses], [g.widest for g in glasses]
     )
@@ -81,7 +81,7 @@ def test_policy_is_scored_per_table_beside_a_solution(checkpoint, tmp_path):
   rows = report["rows"]
   assert [r["table"] for r in rows] == TABLES
   for r in rows:
-    assert r["glasses"] == len(_draw_table(r["table"]))
+    assert r["glasses"] == len(draw_table(r["table"]))
     assert 0 <= r["takeable_at_end"] <= r["glasses"]
     assert r["gained"] == r["takeable_at_end"] - r["takeable_at_start"]
     # Five steps are not enough to topple anything from the start pose.
@@ -120,7 +120,7 @@ class _Topple:
   def act(self) -> torch.Tensor:
     self.steps += 1
     if self.steps == 1:
-      g = _draw_table(TABLES[0])[0]
+      g = draw_table(TABLES[0])[0]
       self._set(0, (g.x, g.y, 0.04), (0.7071, 0.7071, 0.0, 0.0))
     if self.steps == 3:
       self._set(1, (0.3, -0.8, -0.7))
@@ -164,7 +164,7 @@ def test_a_policy_of_another_task_is_a_one_line_error(tmp_path):
   from mjlab.tasks.registry import load_env_cfg, load_rl_cfg
 
   import mjlab_tasks.tasks  # noqa: F401 - the registry
-  from mjlab_tasks.common.c_engine import make_env
+  from mjlab_tasks.engine import make_env
 
   cfg = load_env_cfg("CubeTray-UR5-RG2", play=True)
   cfg.scene.num_envs = 1

@@ -1,4 +1,4 @@
-"""Glass pushing examiner (seed 003): tables, readings, the push routine,
+"""Glass pushing examiner, as specified: tables, readings, the push routine,
 tipping, filming, hiding, scoring and the CLI. CPU, C MuJoCo: the glass
 world on the GlassPush environment, the hand's segments compiled."""
 
@@ -14,10 +14,8 @@ import mujoco
 import numpy as np
 import pytest
 from script_runner import run_script
-from test_glass_hiding import _graph as _reachable
+from test_glass_hiding import object_graph
 
-from evaluators.glass_push.hidden import NOISE_HEIGHT, NOISE_POSITION, NOISE_WIDTH
-from evaluators.glass_push.tables import Glass, _draw_table, training_table
 from mjlab_tasks.glass_push import (
   EVALUATION_TABLES,
   TRAINING_TABLES,
@@ -28,9 +26,16 @@ from mjlab_tasks.glass_push import (
   NoOffscreenGL,
   TrainingExaminer,
 )
-from mjlab_tasks.glass_push.physics import Friction, PhysicsConfig
-from mjlab_tasks.glass_push.routine import JAM_FORCE, TOUCH_FORCE
-from mjlab_tasks.glass_push.world import GlassTable, GlassWorld
+from mjlab_tasks.glass_push.examiner.routine import JAM_FORCE, TOUCH_FORCE
+from mjlab_tasks.glass_push.examiner.world import GlassTable, GlassWorld
+from mjlab_tasks.glass_push.hidden import (
+  NOISE_HEIGHT,
+  NOISE_POSITION,
+  NOISE_WIDTH,
+  Friction,
+  PhysicsConfig,
+)
+from mjlab_tasks.glass_push.rules.tables import Glass, draw_table, training_table
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -64,11 +69,11 @@ def request(glass, start, heading=0.0, reach=0.08, travel=0.04, aim=(0.5, -0.25)
 
 
 def test_same_table_number_same_table_and_disjoint_ranges():
-  a, b = _draw_table(10025), _draw_table(10025)
+  a, b = draw_table(10025), draw_table(10025)
   assert a == b
-  assert a != _draw_table(10026)
+  assert a != draw_table(10026)
   assert 7 <= len(a) <= 10
-  assert {g.kind for t in range(10000, 10010) for g in _draw_table(t)} == {
+  assert {g.kind for t in range(10000, 10010) for g in draw_table(t)} == {
     "tumbler",
     "stemmed",
   }
@@ -76,18 +81,18 @@ def test_same_table_number_same_table_and_disjoint_ranges():
   assert set(TRAINING_TABLES).isdisjoint(EVALUATION_TABLES)
   # Non-overlapping placement: widest circles keep apart.
   for t in (10025, 10026, 3):
-    gs = _draw_table(t)
+    gs = draw_table(t)
     for i, g in enumerate(gs):
       for h in gs[i + 1 :]:
         assert math.hypot(g.x - h.x, g.y - h.y) >= (g.widest + h.widest) / 2
   # The lightest glass slides under about a quarter newton (seed).
-  lightest = min(g.mass for t in range(10000, 10050) for g in _draw_table(t))
+  lightest = min(g.mass for t in range(10000, 10050) for g in draw_table(t))
   assert 0.2 < lightest * Friction().glass_table * 9.81 < 0.3
   with pytest.raises(PermissionError):
     training_table(10025)
-  assert training_table(5) == _draw_table(5)
+  assert training_table(5) == draw_table(5)
   with pytest.raises(ValueError):
-    _draw_table(20_000)
+    draw_table(20_000)
 
 
 def test_drawn_tables_are_crowded_and_the_hand_fits_around():
@@ -95,14 +100,14 @@ def test_drawn_tables_are_crowded_and_the_hand_fits_around():
   (the examiner's room rule on the truth), taking glasses with room without
   any push leaves most of them on the table, and the hand can come down on
   every side of every glass, within reach and on the table top."""
-  from evaluators.glass_push.hand import REACH_MAX, REACH_MIN
-  from evaluators.glass_push.room import has_room
-  from evaluators.glass_push.tables import TABLE_Y, takeable_without_pushing
+  from mjlab_tasks.glass_push.rules.hand import REACH_MAX, REACH_MIN
+  from mjlab_tasks.glass_push.rules.room import has_room
+  from mjlab_tasks.glass_push.rules.tables import TABLE_Y, takeable_without_pushing
 
   for tables in (range(10000, 10020), range(0, 20)):
     glasses = room = takeable = 0
     for t in tables:
-      gs = _draw_table(t)
+      gs = draw_table(t)
       xy = np.array([[g.x, g.y] for g in gs])
       widest = np.array([g.widest for g in gs])
       glasses += len(gs)
@@ -437,11 +442,11 @@ def test_nothing_hidden_is_reachable_from_the_solution_api():
     assert len(started) == 3, [f.exception() for f in starting]
     examiner, batch, trainer = started
     examiner.look()
-    truth = _draw_table(10025)
+    truth = draw_table(10025)
     secret_floats = {g.mass for g in truth} | {g.x for g in truth}
     secret_floats |= {g.height for g in truth} | set(vars(Friction()).values())
     for name in ("look", "push", "take", "follow", "top_view", "refuse"):
-      objs = _reachable(getattr(examiner, name))
+      objs = object_graph(getattr(examiner, name))
       for obj in objs:
         assert not isinstance(
           obj, (mujoco.MjModel, mujoco.MjData, GlassWorld, GlassTable, Glass)
@@ -455,7 +460,7 @@ def test_nothing_hidden_is_reachable_from_the_solution_api():
     with pytest.raises(ValueError, match="unknown request"):
       examiner._ask("record")
     for name in ("look", "push", "follow", "take", "top_view", "refuse"):
-      for obj in _reachable(getattr(batch, name)):
+      for obj in object_graph(getattr(batch, name)):
         assert not isinstance(
           obj, (mujoco.MjModel, mujoco.MjData, GlassWorld, GlassTable, Glass)
         )
@@ -471,21 +476,40 @@ def test_nothing_hidden_is_reachable_from_the_solution_api():
       started_examiner.close()
 
 
+def _imported_modules(path: Path) -> list[str]:
+  """Every module a file imports (``from X import`` and ``import X``)."""
+  out = []
+  for node in ast.walk(ast.parse(path.read_text())):
+    if isinstance(node, ast.ImportFrom):
+      out.append(node.module or "")
+    if isinstance(node, ast.Import):
+      out += [a.name for a in node.names]
+  return out
+
+
 def test_layout_imports():
-  """The rules (``evaluators/``) never import the task, its world, experts or
-  scripts: they score any controller the same way. Shipped solutions use
-  only the examiner's public API."""
-  for path in (ROOT / "evaluators" / "glass_push").glob("*.py"):
-    tree = ast.parse(path.read_text())
-    for node in ast.walk(tree):
-      if isinstance(node, ast.ImportFrom):
-        assert not (node.module or "").startswith(
-          ("experts", "scripts", "mjlab_tasks", "mjlab")
-        ), path
-      if isinstance(node, ast.Import):
-        assert not any(
-          a.name.startswith(("mjlab_tasks", "mjlab", "experts")) for a in node.names
-        ), path
+  """The rules (``mjlab_tasks/glass_push/rules/``) import only each other and
+  the robot's plain numbers: never the task, the examiner, the hidden truth,
+  mjlab, MuJoCo, experts or scripts; they score any controller the same
+  way. The hidden truth (``hidden.py``) reads only the rules. Shipped
+  solutions use only the examiner's public API."""
+  package = ROOT / "mjlab_tasks" / "glass_push"
+  rules = sorted((package / "rules").glob("*.py"))
+  assert len(rules) > 5
+  never = ("mjlab", "mujoco", "evaluators", "experts", "scripts")
+  for path in rules:
+    for module in _imported_modules(path):
+      top = module.split(".")[0]
+      assert top not in never, (path, module)
+      if top in ("mjlab_tasks", "assets"):
+        assert module.startswith("mjlab_tasks.glass_push.rules.") or (
+          module == "assets.ur5_rg2_dimensions"
+        ), (path, module)
+  for module in _imported_modules(package / "hidden.py"):
+    top = module.split(".")[0]
+    assert top not in (*never, "assets"), module
+    if top == "mjlab_tasks":
+      assert module.startswith("mjlab_tasks.glass_push.rules"), module
   for path in (ROOT / "experts" / "glass_push").glob("*.py"):
     tree = ast.parse(path.read_text())
     for node in ast.walk(tree):
@@ -509,7 +533,7 @@ def test_layout_imports():
 
 
 def test_scoring_counts_from_the_record():
-  from evaluators.glass_push.scoring import markdown, score_record, summarize
+  from mjlab_tasks.glass_push.rules.scoring import markdown, score_record, summarize
 
   world = lone_world(tumbler(0, 0.45, -0.25), tumbler(1, 0.35, -0.05), pushes=3)
   world.push(request(0, (0.35, -0.25), travel=0.03, aim=(0.50, -0.25)))
@@ -585,7 +609,7 @@ def test_cli_scores_a_table_range_and_refuses_an_existing_folder(tmp_path):
   assert result.returncode == 0, result.stderr[-3000:]
   report = json.loads((out / "scores.json").read_text())
   assert [r["table"] for r in report["rows"]] == [10000, 10001]
-  assert report["total"]["glasses"] == sum(len(_draw_table(t)) for t in (10000, 10001))
+  assert report["total"]["glasses"] == sum(len(draw_table(t)) for t in (10000, 10001))
   assert report["source"]["sources_sha256"]
   assert "| **all 2** |" in (out / "scores.md").read_text()
   record = json.loads((out / "tables" / "10000.json").read_text())
@@ -654,7 +678,7 @@ def test_lockstep_run_gives_each_table_its_own_run():
 
 def test_hand_numbers_match_the_robot_model():
   from assets.ur5_rg2.model import RG2_TCP_OFFSET, build_ur5_rg2_spec
-  from evaluators.glass_push import HAND
+  from mjlab_tasks.glass_push import HAND
 
   model = build_ur5_rg2_spec().compile()
   housing = model.geom("rg2_housing")

@@ -15,15 +15,16 @@ import pytest
 import torch
 import warp as wp
 from mjlab.envs import ManagerBasedRlEnv
-from test_glass_push import _reachable, sliding_balance
+from test_glass_hiding import object_graph
+from test_glass_push import sliding_balance
 
-from evaluators.glass_push.glasses import glass_parts
-from evaluators.glass_push.tables import Glass, _draw_table
 from mjlab_tasks.glass_push import Exam
-from mjlab_tasks.glass_push.hand import HandRunner
-from mjlab_tasks.glass_push.physics import Friction, PhysicsConfig
-from mjlab_tasks.glass_push.routine import JAM_FORCE
-from mjlab_tasks.glass_push.world import GlassTable, GlassWorld
+from mjlab_tasks.glass_push.examiner.hand import HandRunner
+from mjlab_tasks.glass_push.examiner.routine import JAM_FORCE
+from mjlab_tasks.glass_push.examiner.world import GlassTable, GlassWorld
+from mjlab_tasks.glass_push.hidden import Friction, PhysicsConfig
+from mjlab_tasks.glass_push.rules.glasses import glass_parts
+from mjlab_tasks.glass_push.rules.tables import Glass, draw_table
 
 HIDDEN = (
   mujoco.MjModel,
@@ -173,7 +174,7 @@ def test_warp_examiner_serves_drawn_tables_like_the_c_one(tmp_path):
   in the same places as in the C world (so each table's meshes, masses and
   places reached its own environment), the same first look, and the calls."""
   tables = [10025, 10026]
-  truth = [g for t in tables for g in _draw_table(t)]
+  truth = [g for t in tables for g in draw_table(t)]
   secret_floats = {g.mass for g in truth} | {g.x for g in truth}
   secret_floats |= {g.height for g in truth} | set(vars(Friction()).values())
   c_world = GlassWorld(tables, 3, engine="mujoco")
@@ -191,9 +192,9 @@ def test_warp_examiner_serves_drawn_tables_like_the_c_one(tmp_path):
     # Nothing hidden reachable from what a solution holds: the clients, and
     # the examiner a solution gets inside run_together (lockstep).
     seen = []
-    exam.run_together(lambda examiner: seen.extend(_reachable(examiner.look)))
+    exam.run_together(lambda examiner: seen.extend(object_graph(examiner.look)))
     for client in (exam.examiners[0].look, exam.batch.push, *seen):
-      for obj in _reachable(client) if callable(client) else [client]:
+      for obj in object_graph(client) if callable(client) else [client]:
         assert not isinstance(obj, HIDDEN), type(obj)
         assert not isinstance(obj, float) or obj not in secret_floats
     pictures = exam.batch.top_view()

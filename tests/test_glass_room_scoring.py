@@ -15,9 +15,9 @@ import math
 import numpy as np
 import pytest
 
-from evaluators.glass_push import room
-from evaluators.glass_push.room import has_room
-from evaluators.glass_push.scoring import markdown, score_record, summarize
+from mjlab_tasks.glass_push.rules import room
+from mjlab_tasks.glass_push.rules.room import has_room
+from mjlab_tasks.glass_push.rules.scoring import markdown, score_record, summarize
 
 W = 0.07
 ORIGIN = np.zeros(2)

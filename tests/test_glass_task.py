@@ -1,7 +1,7 @@
 """GlassPush-UR5-RG2: the mjlab task on the examiner's tables.
 
 References: the per-glass room rule (``room.has_room``) and the examiner's
-table drawing (``tables._draw_table``, ``takeable_without_pushing``), each
+table drawing (``tables.draw_table``, ``takeable_without_pushing``), each
 table's glass compiled on its own, the robot's kinematics (C MuJoCo).
 """
 
@@ -12,12 +12,13 @@ import pytest
 import torch
 
 from assets.ur5_rg2.kinematics import ArmKinematics
-from evaluators.glass_push import room
-from evaluators.glass_push.tables import _draw_table, takeable_without_pushing
-from mjlab_tasks.common.c_engine import make_env
+from mjlab_tasks.common.verdict import invalidate_verdict, task_verdict
+from mjlab_tasks.engine import make_env
 from mjlab_tasks.glass_push import mdp
 from mjlab_tasks.glass_push.env_cfg import glass_push_env_cfg
-from mjlab_tasks.glass_push.hand import hand_rotation
+from mjlab_tasks.glass_push.examiner.hand import hand_rotation
+from mjlab_tasks.glass_push.rules import room
+from mjlab_tasks.glass_push.rules.tables import draw_table, takeable_without_pushing
 from mjlab_tasks.glass_push.scene import (
   GLASS_ENTITY,
   SLOTS,
@@ -83,7 +84,7 @@ def env():
 
 
 def _true_glasses(env_index):
-  return _draw_table(POOL[env_index % len(POOL)])
+  return draw_table(POOL[env_index % len(POOL)])
 
 
 def test_each_environment_plays_its_table(env):
@@ -167,16 +168,21 @@ def test_topple_and_knock_off_end_the_episode_with_a_penalty(env):
   # Lying on its side at its place, and a glass of env 1 under the table.
   _set_glass(env, 0, 0, (g.x, g.y, 0.04), (0.7071, 0.7071, 0.0, 0.0))
   _set_glass(env, 1, 0, (0.3, -0.8, -0.7))
+  # The verdict of the written state (the step below auto-resets the
+  # tables it ends, and the verdict then describes their new episodes).
+  env.sim.forward()
+  invalidate_verdict(env)
+  v = task_verdict(env)
+  assert v["toppled"][0, 0] and v["off"][1, 0]
+  # The penalty term on that state: lost glasses over the table's glasses.
+  lost = mdp.glasses_lost(env, POOL)
+  np.testing.assert_allclose(lost[:2].numpy(), [1 / 10, 1 / 9], rtol=1e-6)
+  assert lost[3] == 0
   _, reward, terminated, _, extras = env.step(torch.zeros(4, 6))
   assert terminated[0] and terminated[1]
   assert not terminated[3]  # the same table as env 0, untouched
-  v = mdp.glass_verdict(env, POOL)
-  assert v["toppled"][0, 0] and v["off"][1, 0]
-  # The step's penalty term, on the same (pre-reset) state: lost glasses
-  # over the table's glasses.
-  lost = mdp.glasses_lost(env, POOL)
-  np.testing.assert_allclose(lost[:2].numpy(), [1 / 10, 1 / 9], rtol=1e-6)
-  assert lost[3] == 0 and reward[3] > reward[0]
+  assert reward[3] > reward[0]
+  assert not task_verdict(env)["toppled"][0].any()  # reset: a new episode
 
 
 def test_a_table_cleared_without_pushing_is_a_success_at_once(env):
@@ -185,7 +191,7 @@ def test_a_table_cleared_without_pushing_is_a_success_at_once(env):
   t = mdp.table(env, POOL)
   for i in range(4):
     table = POOL[i % len(POOL)]
-    glasses = _draw_table(table)
+    glasses = draw_table(table)
     start = len(
       takeable_without_pushing(
         [(g.x, g.y) for g in glasses], [g.widest for g in glasses]
@@ -256,7 +262,7 @@ def test_readings_match_the_examiners_look_for_standing_and_lying_glasses(env):
   """The task's noiseless readings against the examiner's ``look`` rule
   (``hidden.readings``, whose noise is at most a few millimetres): a lying
   glass is read at the middle of its axis, half its height from its foot."""
-  from evaluators.glass_push import hidden
+  from mjlab_tasks.glass_push import hidden
 
   env.reset()
   g = _true_glasses(0)[0]
@@ -288,7 +294,7 @@ def test_hand_to_group_pays_coming_down_to_a_glass(env):
   the tool to the nearest glass's foot at the lowest push height; the hand
   as reset leaves it, 0.30 m above the table, earns a small fraction."""
   from assets.ur5_rg2 import TCP_SITE_NAME
-  from evaluators.glass_push.hand import LOWEST_TCP_Z
+  from mjlab_tasks.glass_push.rules.hand import LOWEST_TCP_Z
 
   env.reset()
   sid = mdp.site_id(env, TCP_SITE_NAME, "robot")

@@ -12,8 +12,8 @@ import mujoco
 import numpy as np
 import pytest
 
-from evaluators.glass_push import tables
-from mjlab_tasks.glass_push import scene
+from mjlab_tasks.glass_push import hidden, scene
+from mjlab_tasks.glass_push.rules import tables
 
 LIMIT = math.tan(math.radians(tables.TOP_VIEW_FOVY / 2))
 
@@ -21,7 +21,7 @@ LIMIT = math.tan(math.radians(tables.TOP_VIEW_FOVY / 2))
 def _top_camera() -> tuple[np.ndarray, np.ndarray, float, int]:
   """The compiled top view camera: position, rotation (camera to world),
   vertical field of view [deg] and picture height [px]."""
-  model = scene.table_spec(scene.PhysicsConfig()).compile()
+  model = scene.table_spec(hidden.PhysicsConfig()).compile()
   data = mujoco.MjData(model)
   mujoco.mj_forward(model, data)
   cam = model.camera("top_view").id
@@ -52,7 +52,7 @@ def _rim_pixels(glass, camera, points: int = 72) -> np.ndarray:
 def _worst_reach(numbers) -> tuple[float, int]:
   worst = (0.0, -1)
   for t in numbers:
-    reach = max(tables.top_view_reach(g) for g in tables._draw_table(t))
+    reach = max(tables.top_view_reach(g) for g in tables.draw_table(t))
     worst = max(worst, (reach, t))
   return worst
 
@@ -91,7 +91,7 @@ def test_every_glass_is_whole_on_sampled_tables(rng):
   sample += rng.integers(0, 10_000, 25).tolist()
   sample += rng.integers(10_000, 20_000, 25).tolist()
   for t in sample:
-    for glass in tables._draw_table(int(t)):
+    for glass in tables.draw_table(int(t)):
       assert tables.top_view_reach(glass) <= LIMIT, (t, glass.id)
       assert np.abs(_rim_pixels(glass, camera)).max() <= 192, (t, glass.id)
 

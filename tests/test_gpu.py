@@ -13,9 +13,9 @@ pytestmark = [
 
 def test_cube_tray_expert_on_gpu_batch():
   from experts.cube_tray import CubeTrayExpert
-  from mjlab_tasks.common.c_engine import make_env
+  from mjlab_tasks.common.verdict import task_verdict
   from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
-  from mjlab_tasks.cube_tray.mdp import cube_tray_verdict
+  from mjlab_tasks.engine import make_env
 
   cfg = cube_tray_env_cfg(arm_action="joint", num_envs=512)
   cfg.seed = 0
@@ -28,7 +28,7 @@ def test_cube_tray_expert_on_gpu_batch():
   for _ in range(240):
     _, _, terminated, truncated, _ = env.step(expert.act())
     ended = (terminated | truncated) & ~done
-    success |= ended & cube_tray_verdict(env)["success"]
+    success |= ended & task_verdict(env)["success"]
     done |= ended
     if done.all():
       break
@@ -40,7 +40,7 @@ def test_cube_tray_expert_on_gpu_batch():
 
 def test_wrist_camera_renders_on_gpu():
   from mjlab_tasks.bin_pick.env_cfg import bin_pick_env_cfg
-  from mjlab_tasks.common.c_engine import make_env
+  from mjlab_tasks.engine import make_env
 
   env = make_env(
     bin_pick_env_cfg(num_envs=16, objects=4, cameras=True), device="cuda:0"
@@ -57,8 +57,8 @@ def test_glass_examiner_batch_on_gpu():
   first four tables gives the same verdicts."""
   import numpy as np
 
-  from evaluators.glass_push.requests import parse_push
-  from mjlab_tasks.glass_push.world import GlassTable, GlassWorld
+  from mjlab_tasks.glass_push.examiner.world import GlassTable, GlassWorld
+  from mjlab_tasks.glass_push.rules.requests import parse_push
 
   tables = list(range(10_000, 10_064))
   batch = GlassWorld(tables, 2, engine="warp", device="cuda:0")

@@ -26,9 +26,9 @@ from mjlab.tasks.registry import load_env_cfg
 import mjlab_tasks.tasks  # noqa: F401 - mjlab's registry (load_env_cfg)
 from assets.ur5_rg2.model import ARM_JOINT_LIMIT
 from mjlab_tasks.bin_pick.env_cfg import bin_pick_env_cfg
-from mjlab_tasks.common.c_engine import make_env
 from mjlab_tasks.common.gym_env import MjlabEnv, MjlabVectorEnv
 from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
+from mjlab_tasks.engine import make_env
 
 CUBE = "CubeTray-UR5-RG2"
 BIN = "BinPick-UR5-RG2"
@@ -720,7 +720,7 @@ def test_c_engine_seeds_what_mjlab_seeds_without_warp():
   torch's generators and PYTHONHASHSEED as mjlab's own seed_rng does."""
   from mjlab.utils.random import seed_rng
 
-  from mjlab_tasks.common.c_engine import seed_rng_without_warp
+  from mjlab_tasks.engine.c_engine import seed_rng_without_warp
 
   states = []
   for seed_fn in (seed_rng, seed_rng_without_warp):

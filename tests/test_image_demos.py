@@ -24,14 +24,14 @@ sys.path.insert(0, str(ROOT / "scripts"))  # The tools and their helpers.
 
 import cli_args  # noqa: E402
 import collect_demos  # noqa: E402
-import demo_format  # noqa: E402
 import evaluate_cube_tray  # noqa: E402
 import merge_demos  # noqa: E402
 import replay_demos  # noqa: E402
 import train_bc  # noqa: E402
 
 from mjlab_tasks.common.cameras import CAMERA_NAMES  # noqa: E402
-from mjlab_tasks.common.policy import bc_cameras, bc_checkpoint  # noqa: E402
+from mjlab_tasks.demos import validate_file  # noqa: E402
+from mjlab_tasks.policies import bc_cameras, bc_checkpoint  # noqa: E402
 
 CPU = ["--engine", "mujoco", "--device", "cpu"]
 STEPS = 6
@@ -72,7 +72,7 @@ def env_args(path: Path) -> dict:
 
 
 def test_collection_records_compressed_images(files):
-  demo_format.validate_file(files["camera"])  # uint8 images accepted
+  validate_file(files["camera"])  # uint8 images accepted
   args = env_args(files["camera"])
   assert args["env_kwargs"]["cameras"] == ["wrist"]
   assert args["camera_keys"] == ["wrist_depth", "wrist_rgb"]
@@ -152,7 +152,7 @@ def test_camera_file_replays_exactly_and_merges(files, tmp_path):
   merged = tmp_path / "merged.hdf5"
   argv = [str(files["camera"]), str(other), "--output", str(merged)]
   assert merge_demos.main(cli_args.parse(merge_demos.Args, argv)) == 0
-  demo_format.validate_file(merged)
+  validate_file(merged)
   with h5py.File(merged) as f, h5py.File(files["camera"]) as a:
     images = f["data/demo_3/obs/wrist_rgb"]
     assert images.chunks == (1, 180, 320, 3) and images.compression == "gzip"

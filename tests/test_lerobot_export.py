@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 from script_runner import ROOT, run_script
 
+from mjlab_tasks.demos import lerobot
+
 LENGTHS = (12, 7, 20)  # Three demos; demo_1 failed.
 STATE_TERMS = {"joint_pos": 6, "cube_pos": 3, "gripper": 1}
 
@@ -316,8 +318,8 @@ def export_split(tmp_path: Path, tool, monkeypatch) -> Path:
   new data file and a new video file, as past lerobot's 100 / 200 MB."""
   import cli_args
 
-  monkeypatch.setattr(tool, "DATA_FILE_MB", 0)
-  monkeypatch.setattr(tool, "VIDEO_FILE_MB", 0)
+  monkeypatch.setattr(lerobot, "DATA_FILE_MB", 0)
+  monkeypatch.setattr(lerobot, "VIDEO_FILE_MB", 0)
   out = tmp_path / "lerobot"
   argv = [str(tmp_path / "demos.hdf5"), "--output", str(out)]
   assert tool.main(cli_args.parse(tool.Args, argv)) == 0
@@ -348,17 +350,17 @@ def test_new_files_past_the_size_limits(tmp_path, tool, monkeypatch):
     assert sum(1 for _ in reader) == n
 
 
-def test_image_stats_equal_numpy_on_the_pixels(tool):
+def test_image_stats_equal_numpy_on_the_pixels():
   """Camera stats come from per-channel histograms; they equal numpy's min,
   max, mean, std and (linear) quantiles over the sampled pixels."""
   rng = np.random.default_rng(3)
   for shape in [(1, 2, 2, 3), (7, 6, 10, 3), (30, 64, 48, 3)]:
     frames = rng.integers(0, 256, size=shape, dtype=np.uint8) // rng.integers(1, 6)
-    stats = tool.image_stats(frames)
+    stats = lerobot.image_stats(frames)
     pixels = frames.reshape(-1, 3) / 255.0
     want = {"min": pixels.min(0), "max": pixels.max(0), "mean": pixels.mean(0)}
     want |= {"std": pixels.std(0)}
-    want |= {k: np.quantile(pixels, q, axis=0) for k, q in tool.QUANTILES.items()}
+    want |= {k: np.quantile(pixels, q, axis=0) for k, q in lerobot.QUANTILES.items()}
     for key, values in want.items():
       assert stats[key].shape == (3, 1, 1)
       np.testing.assert_allclose(stats[key].reshape(3), values, atol=1e-12, err_msg=key)

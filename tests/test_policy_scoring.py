@@ -95,7 +95,7 @@ def _untrained_cube_tray_policy(folder: Path) -> tuple[Path, Path]:
   from mjlab.tasks.registry import load_env_cfg, load_rl_cfg
 
   import mjlab_tasks.tasks  # noqa: F401 - the registry
-  from mjlab_tasks.common.c_engine import make_env
+  from mjlab_tasks.engine import make_env
 
   cfg = load_env_cfg("CubeTray-UR5-RG2", play=True)
   cfg.scene.num_envs = 1

@@ -181,14 +181,14 @@ def test_entity_cfg_builds_with_and_without_camera():
 
 def test_robot_at_home_touches_nothing():
   """The robot stands on the table without any contact (no hidden friction)."""
-  from mjlab_tasks.common.c_engine import make_env
   from mjlab_tasks.common.scene import make_robot_env_cfg
+  from mjlab_tasks.engine import make_env, worlds
 
   env = make_env(make_robot_env_cfg(with_camera=True), device="cpu", engine="mujoco")
   try:
     env.reset()
     env.sim.forward()
-    model, world = env.sim.mj_model, env.sim._worlds[0]
+    model, world = env.sim.mj_model, worlds(env)[0]
     touching = [
       (model.geom(c.geom1).name, model.geom(c.geom2).name)
       for c in world.contact[: world.ncon]

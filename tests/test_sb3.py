@@ -21,7 +21,7 @@ import torch
 from mjlab.tasks.registry import load_env_cfg
 
 import mjlab_tasks.tasks  # noqa: F401 - mjlab's registry (load_env_cfg)
-from mjlab_tasks.common.c_engine import make_env
+from mjlab_tasks.engine import make_env
 
 CUBE = "CubeTray-UR5-RG2"
 STEPS = 4  # Episode length [policy steps].

@@ -14,11 +14,10 @@ import pytest
 import torch
 from mjlab.utils.lab_api.math import quat_from_matrix
 
-from mjlab_tasks.common import c_engine
 from mjlab_tasks.common import mdp as common_mdp
-from mjlab_tasks.common.c_engine import make_env
-from mjlab_tasks.common.shared_observations import SharedTerm
 from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
+from mjlab_tasks.engine import c_engine, make_env, worlds
+from mjlab_tasks.engine.shared_observations import SharedTerm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
@@ -33,7 +32,7 @@ def _env(play: bool = True, share: bool = True, **kwargs):
   else:  # make_env shares; build the same environment without it.
     from mjlab.envs import ManagerBasedRlEnv
 
-    from mjlab_tasks.common import compiled_control
+    from mjlab_tasks.engine import compiled_control
 
     with c_engine.simulation_class(c_engine.CMujocoSimulation):
       env = ManagerBasedRlEnv(cfg, device="cpu")
@@ -147,8 +146,9 @@ def test_benchmark_reference_starts_from_the_visited_states(task, rng):
   one policy step from them, with the inputs mjlab's loop applied at each
   physics step, reproduces that step (measured: bitwise on the cube tray,
   within 2e-16 m on the glass tables)."""
-  import benchmark
   from mujoco import rollout
+
+  from mjlab_tasks.engine import bare_physics
 
   if task == "glass":
     cfg = _glass_env()
@@ -160,10 +160,10 @@ def test_benchmark_reference_starts_from_the_visited_states(task, rng):
   dim = env.action_manager.total_action_dim
   action = torch.tensor(rng.uniform(-1, 1, (2, dim))).float()
   env.step(action)
-  initial, _ = benchmark._c_world_states(env)
-  _, control_spec = benchmark._c_specs()
+  initial, _ = bare_physics.c_world_states(env)
+  _, control_spec = bare_physics.c_specs()
   model = env.sim.mj_model
-  models = benchmark._c_world_models(env, 2)
+  models = bare_physics.c_world_models(env, 2)
   assert (task == "glass") == isinstance(models, list)
   size = mujoco.mj_stateSize(model, control_spec)
   inputs = np.zeros((2, env.cfg.decimation, size))
@@ -172,7 +172,7 @@ def test_benchmark_reference_starts_from_the_visited_states(task, rng):
   def step_recording():  # The inputs of every physics step.
     original()
     k = step_recording.k
-    for i, world in enumerate(env.sim._worlds):
+    for i, world in enumerate(worlds(env)):
       mujoco.mj_getState(model, world, inputs[i, k], control_spec)
     step_recording.k += 1
 
@@ -185,7 +185,7 @@ def test_benchmark_reference_starts_from_the_visited_states(task, rng):
     env.sim.step()
   full = mujoco.mjtState.mjSTATE_FULLPHYSICS
   expected = np.zeros((2, mujoco.mj_stateSize(model, full)))
-  for i, world in enumerate(env.sim._worlds):
+  for i, world in enumerate(worlds(env)):
     mujoco.mj_getState(model, world, expected[i], full)
   states, _ = rollout.rollout(
     models,

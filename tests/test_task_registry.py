@@ -14,7 +14,7 @@ import torch
 from mjlab.tasks.registry import list_tasks, load_env_cfg
 
 import mjlab_tasks.tasks  # noqa: F401 - mjlab's registry
-from mjlab_tasks.common.c_engine import make_env
+from mjlab_tasks.engine import make_env
 
 SUITE_TASKS = ("CubeTray-UR5-RG2", "BinPick-UR5-RG2", "GlassPush-UR5-RG2")
 GYM_IDS = tuple(t + s for t in SUITE_TASKS for s in ("", "-Play"))

@@ -55,8 +55,8 @@ def _policy_pair(checkpoint: Path, onnx_file: Path, num_envs: int):
   from mjlab.tasks.registry import load_env_cfg
 
   import mjlab_tasks.tasks  # noqa: F401 - the registry
-  from mjlab_tasks.common.c_engine import make_env
-  from mjlab_tasks.common.policy import load_policy
+  from mjlab_tasks.engine import make_env
+  from mjlab_tasks.policies import load_policy
 
   cfg = load_env_cfg(TASK, play=True)
   cfg.scene.num_envs = num_envs

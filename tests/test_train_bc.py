@@ -29,11 +29,11 @@ sys.path.insert(0, str(ROOT / "scripts"))  # The tools and their helpers.
 
 import cli_args  # noqa: E402
 import collect_demos  # noqa: E402
-import demo_format  # noqa: E402
 import evaluate_cube_tray  # noqa: E402
 import train_bc  # noqa: E402
 
-from mjlab_tasks.common.policy import (  # noqa: E402
+from mjlab_tasks.demos import DemoWriter, Episode  # noqa: E402
+from mjlab_tasks.policies import (  # noqa: E402
   BcMlp,
   BcPolicy,
   bc_checkpoint,
@@ -174,7 +174,7 @@ def learnable_file(demos: Path, path: Path, rng: np.random.Generator) -> dict:
     sizes = {k: v.shape[1:] for k, v in f["data/demo_0/obs"].items()}
   weights = rng.normal(size=(6, 7))
   scales = {k: 10.0 ** rng.uniform(-2, 1) for k in sizes}
-  with demo_format.DemoWriter(path, env_args) as writer:
+  with DemoWriter(path, env_args) as writer:
     for i in range(5):
       steps = 40
       obs = {
@@ -185,7 +185,7 @@ def learnable_file(demos: Path, path: Path, rng: np.random.Generator) -> dict:
         [obs[k] / scales[k] for k in ("tcp_to_cube", "cube_to_goal")], axis=1
       )
       writer.add(
-        demo_format.Episode(
+        Episode(
           seed=i,
           env=0,
           obs=obs,

@@ -14,9 +14,9 @@ from scipy.spatial.transform import Rotation
 
 from assets.ur5_rg2 import TCP_SITE_NAME
 from mjlab_tasks.common import mdp as common_mdp
-from mjlab_tasks.common.c_engine import make_env
 from mjlab_tasks.cube_tray import mdp
 from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
+from mjlab_tasks.engine import make_env
 
 
 def _env(num_envs: int, seed: int, **kwargs):

@@ -25,11 +25,10 @@ from mjlab.utils.lab_api.math import (
   quat_mul,
 )
 
-from mjlab_tasks.common import native_control, warp_control
 from mjlab_tasks.common.actions import CartesianPoseAction
-from mjlab_tasks.common.c_engine import make_env
-from mjlab_tasks.common.compiled_control import CompiledLoop
 from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
+from mjlab_tasks.engine import make_env, native_control, warp_control
+from mjlab_tasks.engine.compiled_control import CompiledLoop
 
 NUM_ENVS = 2
 
@@ -278,7 +277,7 @@ def test_installed_loop_steps_like_mjlabs_loop(arm_action, rng):
   """make_env's default on MuJoCo Warp: env.step runs the rerouted loop and
   follows mjlab's Python loop (same actions, two policy steps), the cube
   verdict included."""
-  from mjlab_tasks.cube_tray.mdp import cube_tray_verdict
+  from mjlab_tasks.common.verdict import task_verdict
 
   python = _env(arm_action)
   cfg = cube_tray_env_cfg(arm_action=arm_action, num_envs=NUM_ENVS)
@@ -296,8 +295,8 @@ def test_installed_loop_steps_like_mjlabs_loop(arm_action, rng):
       python.step(action.clone())
       fused.step(action.clone())
       assert torch.allclose(fused.sim.data.qpos, python.sim.data.qpos, atol=1e-5)
-    for key, value in cube_tray_verdict(python).items():
-      assert torch.equal(cube_tray_verdict(fused)[key], value), key
+    for key, value in task_verdict(python).items():
+      assert torch.equal(task_verdict(fused)[key], value), key
   finally:
     fused.close()
     python.close()

@@ -1,6 +1,6 @@
 """A seeded, varied object set for bin picking, built procedurally.
 
-Kinds (cycled, dimensions drawn from the seed):
+Kinds (cycled, dimensions drawn from the object seed):
 
 - ``box``: a cuboid, 25 to 70 mm sides;
 - ``capsule``: 15 to 25 mm radius, 30 to 80 mm long;

@@ -14,6 +14,16 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
+from assets.ur5_rg2_dimensions import (
+  RG2_FINGER_MASS,
+  RG2_HOUSING_HALF,
+  RG2_HOUSING_POS,
+  RG2_MASS,
+  RG2_MAX_OPENING,
+  RG2_PAD_HALF,
+  RG2_TCP_OFFSET,
+)
+
 ##
 # Published UR5 (CB3) numbers.
 ##
@@ -76,11 +86,8 @@ _ELBOW_OFFSET = _SHOULDER_OFFSET - 0.1197
 # OnRobot RG2 (simplified) and the wrist camera.
 ##
 
-RG2_MASS = 0.78  # Datasheet product weight [kg].
-RG2_MAX_OPENING = 0.110  # Stroke 0..110 mm.
-RG2_TCP_OFFSET = 0.195  # Flange to pad centre along the tool axis [m].
-RG2_PAD_HALF = (0.003, 0.0125, 0.0175)  # Pad box half sizes (x: closing axis).
-RG2_FINGER_MASS = 0.05
+# The RG2's plain numbers (mass, opening, tool point, pads, housing) are in
+# assets/ur5_rg2_dimensions.py, imported above, for code without MuJoCo.
 # Finger slide joints are zero at half opening, so the fixed tendon
 # (q_left + q_right) / (max_opening / 2) is the normalized position -1..+1.
 RG2_FINGER_TRAVEL = RG2_MAX_OPENING / 4.0
@@ -99,7 +106,7 @@ D415_NOMINAL_HFOV_DEG = 69.0
 D415_NOMINAL_VFOV_DEG = 42.0
 D415_SENSOR_PIXEL = 1e-5  # Nominal sensor length per policy pixel [m].
 # Pose tolerance of the camera on mount v4, for image randomization. Neither
-# the seed nor the reference assembly gives one, and no hand-eye calibration
+# the bin-picking specification nor the reference assembly gives one, and no hand-eye calibration
 # exists, so this is an assumption: a printed mount's fit and screw play, up
 # to 2 mm per axis and 1 degree about each axis.
 D415_MOUNT_POS_TOLERANCE = 0.002  # [m]
@@ -254,7 +261,7 @@ def _add_gripper(flange) -> mujoco.MjsBody:
   hand.add_site(name=TCP_SITE_NAME, pos=[0, 0, RG2_TCP_OFFSET], size=[0.004, 0, 0])
   robot = dict(group=GROUP_ROBOT, contype=ROBOT_CONTYPE, conaffinity=ROBOT_CONAFFINITY)
   _box(hand, "rg2_coupling", (0, 0, 0.0075), (0.0375, 0.0375, 0.0075), dark, **robot)
-  _box(hand, "rg2_housing", (0, 0, 0.075), (0.03, 0.022, 0.06), dark, **robot)
+  _box(hand, "rg2_housing", RG2_HOUSING_POS, RG2_HOUSING_HALF, dark, **robot)
   pad_z = RG2_TCP_OFFSET
   px, py, pz = RG2_PAD_HALF
   for side, sign in (("left", 1.0), ("right", -1.0)):

@@ -1,4 +1,4 @@
-"""Bin-picking expert (seed 002): replica-planned grasps, live batched execution.
+"""Bin-picking expert, as specified: replica-planned grasps, live batched execution.
 
 Privileged: reads object poses and shapes. Planning runs on a CPU kinematic
 replica (``GraspReplica``) per environment, only when an environment needs a
@@ -90,8 +90,9 @@ from experts.bin_pick.rearrange import (
 )
 from experts.bin_pick.replica import GraspReplica, PlanResult, ReplicaCfg, object_mass
 from mjlab_tasks.bin_pick.env_cfg import DROP_DESTINATION, PARKING_X, pourer
-from mjlab_tasks.bin_pick.mdp import bin_pick_verdict, delivery_rule
+from mjlab_tasks.bin_pick.mdp import delivery_rule
 from mjlab_tasks.common.scene import ROBOT
+from mjlab_tasks.common.verdict import task_verdict
 
 if TYPE_CHECKING:
   from mjlab.envs import ManagerBasedRlEnv
@@ -264,6 +265,39 @@ class EnvLog:
   planning_wall_s: float = 0.0
   rearrangements: list[dict] = field(default_factory=list)
   push_rejections: Counter = field(default_factory=Counter)
+
+
+@dataclass
+class _Step:
+  """One step of ``BinPickExpert.act``: what it read of the environment, and
+  the stage snapshot its decisions are made on."""
+
+  verdict: dict[str, torch.Tensor]
+  tool_pos: torch.Tensor
+  tool_quat: torch.Tensor
+  stage: torch.Tensor
+  """Stages as the step found them; once the failures are handled, as those
+  left them (one transition per environment and step)."""
+  rows: torch.Tensor
+  obj: torch.Tensor
+  """Target object per environment (0 where there is none)."""
+  obj_pos: torch.Tensor
+  """Target object's centre, env frame [B, 3]."""
+  rel: torch.Tensor
+  """Target object's centre in the tool frame [B, 3]."""
+  opening: torch.Tensor
+  """Gripper tendon length [B]."""
+  arrived: torch.Tensor
+  """Tool at its target within the tolerances, no via point pending."""
+  timed_out: torch.Tensor
+  blocked: torch.Tensor
+  """A descent that stalled (the open fingers rest on the pile)."""
+  set_down: torch.Tensor
+  """A lowering that stalled (the held object rests on something)."""
+  slipped: torch.Tensor
+
+  def at(self, s: Stage) -> torch.Tensor:
+    return self.stage == int(s)
 
 
 class BinPickExpert:
@@ -453,7 +487,7 @@ class BinPickExpert:
   def why_undelivered(self, i: int, k: int) -> str:
     """Why object k of environment i is not delivered (for reports)."""
     if bool(self.verified[i, k]):
-      first = int(failed_condition(bin_pick_verdict(self.env))[i, k])
+      first = int(failed_condition(task_verdict(self.env))[i, k])
       names = (*CONDITIONS, "none")  # Every condition holds: delivered.
       return f"lost_after_delivery ({names[first]})"
     if not bool(self.done[i]):
@@ -557,7 +591,7 @@ class BinPickExpert:
     return None, rejections
 
   def _plan(self, ids: list[int]) -> None:
-    verdict = bin_pick_verdict(self.env)
+    verdict = task_verdict(self.env)
     eligible = self._eligible(verdict).cpu().numpy()
     pushable = self._pushable(verdict).cpu().numpy()
     renewable = self._renewable(verdict).cpu().numpy()
@@ -807,219 +841,310 @@ class BinPickExpert:
 
   def act(self) -> torch.Tensor:
     """Actions [num_envs, 7] (6-D Cartesian delta, gripper) for the next step."""
-    env, cfg, dt = self.env, self.cfg, self.env.step_dt
-    verdict = bin_pick_verdict(env)
+    now = self._read()
+    self._hold(now)
+    self._motion_timeouts(now)
+    self._push_timeouts(now)
+    # One transition per environment and step: decide on this snapshot.
+    now.stage = self.stage.clone()
+    now.arrived &= ~now.timed_out & ~now.slipped
+    self._approach(now)
+    self._close(now)
+    self._lift(now)
+    self._carry(now)
+    self._lower(now)
+    self._release(now)
+    self._verify(now)
+    self._recover(now)
+    self._rearrange(now)
+    self._plan_when_settled(now)
+    return self._actions(now)
+
+  def _read(self) -> _Step:
+    """The environment as the step finds it: the delivery verdict, the tool
+    and the target object, and which motions arrived, timed out or stalled."""
+    verdict = task_verdict(self.env)
     tool_pos, tool_quat = self._tool()
     stage = self.stage.clone()
+    arrived = self._arrived(tool_pos, tool_quat)
+    turning = self._turning(tool_quat)
+    in_motion = torch.zeros_like(arrived)
+    for s in _MOTION:
+      in_motion |= stage == int(s)
+    timed_out = in_motion & (self.stage_time > self.cfg.stage_timeout) & ~turning
+    halted = self._stuck(tool_pos) & ~arrived & ~turning & ~timed_out
+    rows, obj, obj_pos, rel = self._target_object(tool_pos, tool_quat)
+    return _Step(
+      verdict=verdict,
+      tool_pos=tool_pos,
+      tool_quat=tool_quat,
+      stage=stage,
+      rows=rows,
+      obj=obj,
+      obj_pos=obj_pos,
+      rel=rel,
+      opening=self.env.sim.data.ten_length[:, self._tendon],
+      arrived=arrived,
+      timed_out=timed_out,
+      # Only a descent (the open fingers rest on the pile) and a lowering (the
+      # held object rests on something) stall: a lift still pulling on a
+      # wedged object may free it (measured: one took 6.4 s and was delivered).
+      blocked=halted & (stage == int(Stage.DESCEND)),
+      set_down=halted & (stage == int(Stage.LOWER)),
+      slipped=torch.zeros_like(arrived),  # Set by _hold.
+    )
+
+  def _arrived(self, tool_pos: torch.Tensor, tool_quat: torch.Tensor) -> torch.Tensor:
+    """Tools at their targets within the tolerances, no via point pending."""
     pos_err = torch.linalg.vector_norm(self.target_pos - tool_pos, dim=-1)
     rot_err = torch.linalg.vector_norm(
       axis_angle_from_quat(quat_mul(self.target_quat, quat_inv(tool_quat))), dim=-1
     )
-    arrived = (pos_err < cfg.pos_tolerance) & (rot_err < cfg.rot_tolerance)
-    arrived &= ~self.via_on
-    in_motion = torch.zeros_like(arrived)
-    for s in _MOTION:
-      in_motion |= stage == int(s)
-    # A motion times out once its commanded turn is done: a half turn of the
-    # hand alone takes 9 s at the task's 1 degree per step (measured: a roll
-    # whose hand turned 172 degrees timed out, tool on target, still turning).
+    arrived = (pos_err < self.cfg.pos_tolerance) & (rot_err < self.cfg.rot_tolerance)
+    return arrived & ~self.via_on
+
+  def _turning(self, tool_quat: torch.Tensor) -> torch.Tensor:
+    """Hands whose commanded turn is not done yet (more than one step's turn
+    from the target).
+
+    A motion times out only once its commanded turn is done: a half turn of
+    the hand alone takes 9 s at the task's 1 degree per step (measured: a
+    roll whose hand turned 172 degrees timed out, tool on target, still
+    turning)."""
     has = self.arm.has_target
     commanded = torch.where(has.unsqueeze(-1), self.arm.desired_quat_w, tool_quat)
-    turning = (
+    return (
       torch.linalg.vector_norm(
         axis_angle_from_quat(quat_mul(self.target_quat, quat_inv(commanded))), dim=-1
       )
       > self.arm.cfg.rotation_scale
     )
-    timed_out = in_motion & (self.stage_time > cfg.stage_timeout) & ~turning
+
+  def _stuck(self, tool_pos: torch.Tensor) -> torch.Tensor:
+    """Tools that moved less than ``stall_distance`` for ``stall_time``;
+    notes where each tool last moved that far."""
     moved = (
-      torch.linalg.vector_norm(tool_pos - self.moved_at, dim=-1) > cfg.stall_distance
+      torch.linalg.vector_norm(tool_pos - self.moved_at, dim=-1)
+      > self.cfg.stall_distance
     )
     self.moved_at[moved] = tool_pos[moved]
     self.moved_time[moved] = self.stage_time[moved]
-    stuck = self.stage_time - self.moved_time > cfg.stall_time
-    # Only a descent (the open fingers rest on the pile) and a lowering (the
-    # held object rests on something) stall: a lift still pulling on a
-    # wedged object may free it (measured: one took 6.4 s and was delivered).
-    halted = stuck & ~arrived & ~turning & ~timed_out
-    blocked = halted & (stage == int(Stage.DESCEND))
-    # A lowering that stalls has set the object down: release it there.
-    set_down = halted & (stage == int(Stage.LOWER))
-    rows = torch.arange(env.num_envs, device=self.device)
+    return self.stage_time - self.moved_time > self.cfg.stall_time
+
+  def _target_object(
+    self, tool_pos: torch.Tensor, tool_quat: torch.Tensor
+  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Environment rows, the target object of each (0 where none), its
+    centre (env frame) and that centre in the tool frame."""
+    rows = torch.arange(self.env.num_envs, device=self.device)
     obj = self.target_obj.clamp_min(0)
     obj_pos = self._object_pos()[rows, obj]
     tool_rot = matrix_from_quat(tool_quat)
     rel = torch.einsum("bji,bj->bi", tool_rot, obj_pos - tool_pos)  # Tool frame.
-    opening = env.sim.data.ten_length[:, self._tendon]
+    return rows, obj, obj_pos, rel
 
-    def at(s: Stage) -> torch.Tensor:
-      return stage == int(s)
-
-    # Slips while the object is held.
+  def _hold(self, now: _Step) -> None:
+    """Press the held object (and one being closed on, once the pads are on
+    it) with its grip effort; a slip while it is held fails the attempt."""
+    at = now.at
     held = at(Stage.LIFT) | at(Stage.CARRY) | at(Stage.LOWER)
-    self._grip(held | (at(Stage.CLOSE) & (self.stage_time >= cfg.grip_after)), opening)
-    slipped = held & (
-      torch.linalg.vector_norm(rel - self.hold_offset, dim=-1) > cfg.slip_tolerance
+    closing = at(Stage.CLOSE) & (self.stage_time >= self.cfg.grip_after)
+    self._grip(held | closing, now.opening)
+    now.slipped = held & (
+      torch.linalg.vector_norm(now.rel - self.hold_offset, dim=-1)
+      > self.cfg.slip_tolerance
     )
-    self._fail(slipped, "slip")
-    blocked &= ~slipped
-    set_down &= ~slipped
-    # Motion timeouts (recover and retreat time out into planning).
+    self._fail(now.slipped, "slip")
+    now.blocked &= ~now.slipped
+    now.set_down &= ~now.slipped
+
+  def _motion_timeouts(self, now: _Step) -> None:
+    """A grasp's motion that timed out, or a descent that stalled, fails the
+    attempt; a recovery or a retreat that timed out plans again."""
+    at = now.at
     grasping = ~(at(Stage.RECOVER) | at(Stage.RETREAT))
     for s in (Stage.MOVE_ABOVE, Stage.DESCEND, Stage.LIFT, Stage.CARRY, Stage.LOWER):
-      self._fail(grasping & timed_out & at(s), f"timeout_{STAGE_NAMES[s]}")
-    self._fail(blocked, "stall_descend")
-    timed_out |= blocked
-    stalled = timed_out & (at(Stage.RECOVER) | at(Stage.RETREAT))
+      self._fail(grasping & now.timed_out & at(s), f"timeout_{STAGE_NAMES[s]}")
+    self._fail(now.blocked, "stall_descend")
+    now.timed_out |= now.blocked
+    stalled = now.timed_out & (at(Stage.RECOVER) | at(Stage.RETREAT))
     self._enter(stalled, Stage.PLAN, "timeout")
-    pushing = torch.zeros_like(timed_out)
+
+  def _push_timeouts(self, now: _Step) -> None:
+    """A push that timed out (the object or the pile stopped it) rises; a
+    rise that timed out ends the rearrangement."""
+    pushing = torch.zeros_like(now.timed_out)
     for s in _PUSHING:
-      pushing |= at(s)
-    jammed = timed_out & pushing  # The object or the pile stopped the push.
-    self.target_pos[jammed, :2] = tool_pos[jammed, :2]
+      pushing |= now.at(s)
+    jammed = now.timed_out & pushing
+    self.target_pos[jammed, :2] = now.tool_pos[jammed, :2]
     self.target_pos[jammed, 2] = self.carry_z[jammed]
     self._enter(jammed, Stage.PUSH_UP, "push stalled")
-    lost = timed_out & at(Stage.PUSH_UP)
+    lost = now.timed_out & now.at(Stage.PUSH_UP)
     for i in lost.nonzero().flatten().tolist():
       self._log(i, Stage.PLAN, self._finish_push(i) + " (timeout)")
     self._enter_quiet(lost, Stage.PLAN)
-    # One transition per environment and step: decide on this snapshot.
-    stage = self.stage.clone()
-    arrived &= ~timed_out & ~slipped
 
-    # Stage transitions.
-    m = at(Stage.MOVE_ABOVE) & arrived
+  def _approach(self, now: _Step) -> None:
+    """Above the grasp: descend to it; at the grasp: close."""
+    m = now.at(Stage.MOVE_ABOVE) & now.arrived
     self.target_pos[m] = self.grasp_pos[m]
     self._enter(m, Stage.DESCEND)
-
-    m = at(Stage.DESCEND) & arrived
+    m = now.at(Stage.DESCEND) & now.arrived
     self.gripper[m] = self.close_command[m]
     self._enter(m, Stage.CLOSE)
 
-    m = at(Stage.CLOSE) & (self.stage_time >= cfg.close_time)
+  def _close(self, now: _Step) -> None:
+    """Closed for ``close_time``: lift what is held, or fail an empty grasp."""
+    m = now.at(Stage.CLOSE) & (self.stage_time >= self.cfg.close_time)
     # Nothing held: the robot does not touch the target (simulator contacts),
     # or the fingers closed to within a millimetre of fully closed.
-    touching = ~verdict["released"][rows, obj]
-    empty = m & (
-      ~touching | (opening < -1.0 + 2.0 * cfg.empty_margin / RG2_MAX_OPENING)
-    )
+    touching = ~now.verdict["released"][now.rows, now.obj]
+    closed = -1.0 + 2.0 * self.cfg.empty_margin / RG2_MAX_OPENING
+    empty = m & (~touching | (now.opening < closed))
     self._fail(empty, "empty_grasp")
     m &= ~empty
-    self.hold_offset[m] = rel[m]
+    self.hold_offset[m] = now.rel[m]
     self.target_pos[m, 2] = self.carry_z[m]
     self._enter(m, Stage.LIFT)
 
-    m = at(Stage.LIFT) & arrived
+  def _lift(self, now: _Step) -> None:
+    """Lifted: carry the object over a free drop slot, level while it is
+    over the bin's walls."""
+    m = now.at(Stage.LIFT) & now.arrived
     if bool(m.any()):
       ids = m.nonzero().flatten()
       self._choose_drop(ids)
       # Put the object's centre (not the tool) over the slot.
-      offset = (obj_pos - tool_pos)[ids, :2]
+      offset = (now.obj_pos - now.tool_pos)[ids, :2]
       self.target_pos[ids, :2] = self.drop_xy[ids] - offset
       self.target_pos[ids, 2] = self.approach_z[ids]
     self._enter(m, Stage.CARRY)
-    held_at = (obj_pos - tool_pos)[:, :2]
-    margin = self.hold_radius + cfg.route_margin
-    self._route(m, tool_pos, held_at, margin, self.carry_z, leaving=True)
+    held_at = (now.obj_pos - now.tool_pos)[:, :2]
+    margin = self.hold_radius + self.cfg.route_margin
+    self._route(m, now.tool_pos, held_at, margin, self.carry_z, leaving=True)
 
-    m = at(Stage.CARRY) & arrived
+  def _carry(self, now: _Step) -> None:
+    """Over the drop slot: lower the object to just above the table."""
+    m = now.at(Stage.CARRY) & now.arrived
     self.target_pos[m, 2] = self.release_z[m]
     self._enter(m, Stage.LOWER)
 
+  def _lower(self, now: _Step) -> None:
+    """Lowered, or set down by a stalled lowering: open the gripper."""
     # Release a still object: the carry's diagonal ends just above the
     # release point and a swinging capsule let go rolls off (measured).
-    still = verdict["slow"][rows, obj] | (self.stage_time >= cfg.release_settle)
-    m = at(Stage.LOWER) & ((arrived & still) | set_down)
+    slow = now.verdict["slow"][now.rows, now.obj]
+    still = slow | (self.stage_time >= self.cfg.release_settle)
+    m = now.at(Stage.LOWER) & ((now.arrived & still) | now.set_down)
     self.gripper[m] = self.open_command[m]
     self._enter(m, Stage.RELEASE)
 
-    m = at(Stage.RELEASE) & (self.stage_time >= cfg.release_time)
+  def _release(self, now: _Step) -> None:
+    """Open for ``release_time``: retreat upward."""
+    m = now.at(Stage.RELEASE) & (self.stage_time >= self.cfg.release_time)
     self.target_pos[m, 2] = self.retreat_z[m]
     self._enter(m, Stage.RETREAT)
 
-    m = at(Stage.RETREAT) & arrived
+  def _verify(self, now: _Step) -> None:
+    """Retreated: wait for the delivery verdict; a delivered object is
+    verified, one still undelivered after ``verify_time`` costs an attempt.
+    Either way, plan again."""
+    m = now.at(Stage.RETREAT) & now.arrived
     self._enter(m, Stage.VERIFY)
-
-    m = at(Stage.VERIFY)
-    delivered = verdict["delivered"][rows, obj]
+    rows, obj = now.rows, now.obj
+    m = now.at(Stage.VERIFY)
+    delivered = now.verdict["delivered"][rows, obj]
     ok = m & delivered & (self.stage_time >= 0.2)
     self.verified[rows[ok], obj[ok]] = True
     for i in ok.nonzero().flatten().tolist():
       self.logs[i].delivery_times.append(round(float(self.time[i]), 3))
     self._enter(ok, Stage.PLAN, "delivered")
-    bad = m & ~delivered & (self.stage_time >= cfg.verify_time)
+    bad = m & ~delivered & (self.stage_time >= self.cfg.verify_time)
     if bool(bad.any()):
-      first = failed_condition(verdict)[rows, obj]
+      first = failed_condition(now.verdict)[rows, obj]
       for i in bad.nonzero().flatten().tolist():
         self.logs[i].failures[f"placement_{CONDITIONS[int(first[i])]}"] += 1
         self.attempts[i, obj[i]] += 1
     self._enter(bad, Stage.PLAN, "placement failed")
 
-    m = at(Stage.RECOVER) & arrived
-    self._enter(m, Stage.PLAN)
+  def _recover(self, now: _Step) -> None:
+    """Risen after a failure: plan again."""
+    self._enter(now.at(Stage.RECOVER) & now.arrived, Stage.PLAN)
 
-    m = at(Stage.PUSH_ABOVE) & arrived
+  def _rearrange(self, now: _Step) -> None:
+    """A push's moves: down beside the object, along the push, back up (a
+    roll once its object is still), then plan again."""
+    m = now.at(Stage.PUSH_ABOVE) & now.arrived
     self.target_pos[m] = self.grasp_pos[m]
     self._enter(m, Stage.PUSH_DOWN)
-
-    m = at(Stage.PUSH_DOWN) & arrived
+    m = now.at(Stage.PUSH_DOWN) & now.arrived
     self.target_pos[m] = self.push_end[m]
     self._enter(m, Stage.PUSH)
-
     # A rolled object barely slows by itself (rolling friction 0.1 mm): the
     # pads stay on it, pressing, until it is still, then rise.
-    rolling = self.push_holds & ~verdict["slow"][rows, obj]
-    m = at(Stage.PUSH) & arrived & ~rolling
+    rolling = self.push_holds & ~now.verdict["slow"][now.rows, now.obj]
+    m = now.at(Stage.PUSH) & now.arrived & ~rolling
     self.target_pos[m, 2] = self.carry_z[m]
     self._enter(m, Stage.PUSH_UP)
-
-    m = at(Stage.PUSH_UP) & arrived
+    m = now.at(Stage.PUSH_UP) & now.arrived
     for i in m.nonzero().flatten().tolist():
       self._log(i, Stage.PLAN, self._finish_push(i))
     self._enter_quiet(m, Stage.PLAN)
 
-    moving = (self._undelivered_in_reach(verdict) & ~verdict["slow"]).any(-1)
-    settled = ~moving | (self.stage_time >= cfg.settle_time)
-    plan_ids = (at(Stage.PLAN) & settled).nonzero().flatten().tolist()
-    if plan_ids:
-      self._plan(plan_ids)
-      m = (self.stage == int(Stage.MOVE_ABOVE)) | (self.stage == int(Stage.PUSH_ABOVE))
-      m &= self.stage_time == 0.0
-      hand = torch.full_like(self.stage_time, _HAND_REACH + cfg.route_margin)
-      level = self.target_pos[:, 2]
-      self._route(m, tool_pos, torch.zeros_like(tool_pos[:, :2]), hand, level, False)
+  def _plan_when_settled(self, now: _Step) -> None:
+    """Plan for the environments waiting to, once the objects in reach are
+    still (or ``settle_time`` has passed); a new move into the bin keeps
+    the open hand level over its walls."""
+    undelivered = self._undelivered_in_reach(now.verdict)
+    moving = (undelivered & ~now.verdict["slow"]).any(-1)
+    settled = ~moving | (self.stage_time >= self.cfg.settle_time)
+    plan_ids = (now.at(Stage.PLAN) & settled).nonzero().flatten().tolist()
+    if not plan_ids:
+      return
+    self._plan(plan_ids)
+    m = (self.stage == int(Stage.MOVE_ABOVE)) | (self.stage == int(Stage.PUSH_ABOVE))
+    m &= self.stage_time == 0.0
+    hand = torch.full_like(self.stage_time, _HAND_REACH + self.cfg.route_margin)
+    level = self.target_pos[:, 2]
+    tool_pos = now.tool_pos
+    self._route(m, tool_pos, torch.zeros_like(tool_pos[:, :2]), hand, level, False)
 
-    # Actions toward the targets (direction preserving, within [-1, 1]).
-    scale_t = self.arm.cfg.translation_scale
-    scale_r = self.arm.cfg.rotation_scale
+  def _actions(self, now: _Step) -> torch.Tensor:
+    """Actions toward the targets (direction preserving, within [-1, 1]) from
+    where the arm's command stands, none while idle; the clocks advance."""
     has = self.arm.has_target.unsqueeze(-1)
-    base_pos = torch.where(
-      has, self.arm.desired_pos_w - env.scene.env_origins, tool_pos
+    origins = self.env.scene.env_origins
+    base_pos = torch.where(has, self.arm.desired_pos_w - origins, now.tool_pos)
+    base_quat = torch.where(has, self.arm.desired_quat_w, now.tool_quat)
+    move = self._translation(now, base_pos)
+    turn = (
+      axis_angle_from_quat(quat_mul(self.target_quat, quat_inv(base_quat)))
+      / self.arm.cfg.rotation_scale
     )
-    base_quat = torch.where(has, self.arm.desired_quat_w, tool_quat)
+    turn = turn / turn.abs().amax(-1, keepdim=True).clamp_min(1.0)
+    idle = self.done | now.at(Stage.PLAN)
+    move[idle] = 0.0
+    turn[idle] = 0.0
+    self.stage_time += self.env.step_dt
+    self.time += self.env.step_dt
+    return torch.cat([move, turn, self.gripper.unsqueeze(-1)], dim=-1)
+
+  def _translation(self, now: _Step, base_pos: torch.Tensor) -> torch.Tensor:
+    """Translation actions from ``base_pos`` toward the via point, once
+    passed toward the target; slowed along a careful lift and a push."""
     passed = torch.linalg.vector_norm(self.via - base_pos, dim=-1) < 2e-3
     self.via_on &= ~passed
     aim = torch.where(self.via_on.unsqueeze(-1), self.via, self.target_pos)
-    move = (aim - base_pos) / scale_t
+    move = (aim - base_pos) / self.arm.cfg.translation_scale
     # Slow while a held object leaves the pile: neighbours drag on it.
-    careful = at(Stage.LIFT) & (
-      tool_pos[:, 2] < self.grasp_pos[:, 2] + cfg.careful_lift
-    )
+    low = now.tool_pos[:, 2] < self.grasp_pos[:, 2] + self.cfg.careful_lift
+    careful = now.at(Stage.LIFT) & low
     limit = torch.ones_like(self.stage_time)
-    limit[careful] = 1.0 / cfg.lift_speed
-    limit[at(Stage.PUSH)] = 1.0 / cfg.push_speed
+    limit[careful] = 1.0 / self.cfg.lift_speed
+    limit[now.at(Stage.PUSH)] = 1.0 / self.cfg.push_speed
     limit = limit.unsqueeze(-1)
-    move = move / (move.abs().amax(-1, keepdim=True) * limit).clamp_min(1.0)
-    turn = (
-      axis_angle_from_quat(quat_mul(self.target_quat, quat_inv(base_quat))) / scale_r
-    )
-    turn = turn / turn.abs().amax(-1, keepdim=True).clamp_min(1.0)
-    idle = self.done | at(Stage.PLAN)
-    move[idle] = 0.0
-    turn[idle] = 0.0
-    self.stage_time += dt
-    self.time += dt
-    return torch.cat([move, turn, self.gripper.unsqueeze(-1)], dim=-1)
+    return move / (move.abs().amax(-1, keepdim=True) * limit).clamp_min(1.0)
 
   def _grip(self, mask: torch.Tensor, opening: torch.Tensor) -> None:
     """Closing targets that press the held object with its grip effort: the

@@ -20,7 +20,7 @@ Checks per candidate, cheapest first; the first failure names the rejection:
                       the vertical approach from the transit height
 
 This is a sampled feasibility check, not a continuous collision-free motion
-proof (seed 002).
+proof (as the bin-picking specification says).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from experts.bin_pick.grasps import (
   geom_triangles,
   grasp_candidates,
 )
-from mjlab_tasks.common.c_engine import copy_model
+from mjlab_tasks.engine import copy_model
 
 REJECTION_REASONS = (
   "ik",

@@ -1,4 +1,4 @@
-"""Bin picking with a pourer (seed 002): the scene.
+"""Bin picking with a pourer (the bin-picking specification): the scene.
 
 Task description:
   A UR5 + RG2 with the wrist D415 on mount v4 stands at a table with a bin
@@ -522,8 +522,7 @@ def bin_pick_env_cfg(
   cfg.terminations = {
     "time_out": TerminationTermCfg(func=mjlab_terms.time_out, time_out=True),
     mdp.CLEARED_TERM: TerminationTermCfg(
-      func=mdp.BinCleared,
-      params={"layout": geometry.layout(), "terminate": end_on_clear},
+      func=mdp.bin_cleared, params={"terminate": end_on_clear}
     ),
     "nan": TerminationTermCfg(func=mjlab_terms.nan_detection),
   }
@@ -548,7 +547,10 @@ def bin_pick_env_cfg(
       func=common_mdp.target_lead, weight=TARGET_LEAD_WEIGHT
     )
   cfg.metrics = {
-    "delivered_fraction": MetricsTermCfg(func=mdp.delivered_fraction, reduce="last"),
+    # The task's verdict (mjlab_tasks.common.verdict), logging delivered / poured.
+    mdp.VERDICT_TERM: MetricsTermCfg(
+      func=mdp.BinPickVerdict, params={"layout": geometry.layout()}, reduce="last"
+    ),
     "bin_cleared": MetricsTermCfg(func=mdp.bin_cleared_flag, reduce="max"),
     "delivered_any": MetricsTermCfg(func=mdp.delivered_any_flag, reduce="max"),
     "grasped": MetricsTermCfg(func=mdp.grasped_flag, reduce="max"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import torch
-from mjlab.managers.termination_manager import TerminationTermCfg
+from mjlab.managers.metrics_manager import MetricsTermCfg
 from mjlab.utils.lab_api.math import quat_apply_inverse, quat_inv, quat_mul
 
 from evaluators.bin_pick import (
@@ -16,11 +16,14 @@ from evaluators.bin_pick import (
   evaluate_deliveries,
 )
 from mjlab_tasks.common.mdp import site_id
+from mjlab_tasks.common.verdict import StateVerdictTerm, task_verdict, verdict_term
 
 if TYPE_CHECKING:
   from mjlab.envs import ManagerBasedRlEnv
 
 CLEARED_TERM = "bin_cleared"
+VERDICT_TERM = "delivered_fraction"
+"""The verdict term's name, the metric it logs."""
 
 
 def robot_contact_sensor_name(object_name: str) -> str:
@@ -62,88 +65,58 @@ def read_object_state(env: ManagerBasedRlEnv) -> BinPickObjectState:
   )
 
 
-class BinCleared:
-  """Termination term that owns the delivery verdict, updated every env step.
+class BinPickVerdict(StateVerdictTerm):
+  """The task's verdict term (``mjlab_tasks.common.verdict``): the delivery
+  verdict of the current state, judged once per step when first read (the
+  termination, before rewards and metrics) and again for environments reset
+  since. As a metric: delivered / poured objects."""
 
-  Terminations run before rewards and metrics in mjlab's step, so those terms
-  read this step's verdict through ``bin_pick_verdict(env)``.
-  """
-
-  def __init__(self, cfg: TerminationTermCfg, env: ManagerBasedRlEnv):
+  def __init__(self, cfg: MetricsTermCfg, env: ManagerBasedRlEnv):
+    super().__init__(cfg, env)
     self.layout: BinLayout = cfg.params["layout"]
     self.thresholds: DeliveryThresholds = cfg.params.get(
       "thresholds", DeliveryThresholds()
     )
-    self.terminate: bool = cfg.params.get("terminate", True)
+    self.state: BinPickObjectState | None = None
+
+  def judge(self, env: ManagerBasedRlEnv) -> dict[str, torch.Tensor]:
     self.state = read_object_state(env)
-    self.verdict = evaluate_deliveries(self.state, self.layout, self.thresholds)
+    return evaluate_deliveries(self.state, self.layout, self.thresholds)
 
-  def __call__(
-    self,
-    env: ManagerBasedRlEnv,
-    layout: BinLayout | None = None,
-    thresholds: DeliveryThresholds | None = None,
-    terminate: bool = True,
-  ) -> torch.Tensor:
-    del layout, thresholds, terminate  # Bound at construction.
-    self.state = read_object_state(env)
-    self.verdict = evaluate_deliveries(self.state, self.layout, self.thresholds)
-    if not self.terminate:  # Scoring tools keep a cleared scene to report it.
-      return torch.zeros_like(self.verdict["bin_cleared"])
-    return self.verdict["bin_cleared"]
-
-  def reset(self, env_ids: torch.Tensor | slice | None = None) -> None:
-    """Stateless: the verdict depends on the current step only."""
+  def metric(self, verdict: dict[str, torch.Tensor]) -> torch.Tensor:
+    return verdict["delivered_count"].float() / verdict["poured_count"].clamp_min(1)
 
 
-def _cleared_term(env: ManagerBasedRlEnv) -> BinCleared:
-  term = env.termination_manager.get_term_cfg(CLEARED_TERM).func
-  assert isinstance(term, BinCleared)
-  return term
-
-
-def bin_pick_verdict(env: ManagerBasedRlEnv) -> dict[str, torch.Tensor]:
-  """This step's verdict (see ``evaluators.bin_pick.evaluate_deliveries``)."""
-  return _cleared_term(env).verdict
+def bin_cleared(env: ManagerBasedRlEnv, terminate: bool = True) -> torch.Tensor:
+  """Termination: every poured object delivered, [num_envs] bool. Scoring
+  tools pass ``terminate=False`` to keep a cleared scene and report it."""
+  cleared = task_verdict(env)["bin_cleared"]
+  return cleared if terminate else torch.zeros_like(cleared)
 
 
 def bin_pick_objects(env: ManagerBasedRlEnv) -> BinPickObjectState:
-  """The object state this step's verdict was judged on."""
-  return _cleared_term(env).state
+  """The object state the current verdict was judged on."""
+  term = verdict_term(env)
+  term.verdict  # noqa: B018 - judged now if the state changed
+  return term.state
 
 
 def delivery_rule(env: ManagerBasedRlEnv) -> tuple[BinLayout, DeliveryThresholds]:
   """The layout and thresholds the task judges deliveries with (its config:
-  available before the termination manager exists)."""
-  params = env.cfg.terminations[CLEARED_TERM].params
+  available before the managers exist)."""
+  params = env.cfg.metrics[VERDICT_TERM].params
   return params["layout"], params.get("thresholds", DeliveryThresholds())
 
 
-def judge_now(
-  env: ManagerBasedRlEnv,
-) -> tuple[BinPickObjectState, dict[str, torch.Tensor]]:
-  """The object state and verdict read now. Observations use this: they are
-  computed after resets, when the step's cached verdict is stale for the
-  environments that were reset."""
-  state = read_object_state(env)
-  return state, evaluate_deliveries(state, *delivery_rule(env))
-
-
-def delivered_fraction(env: ManagerBasedRlEnv) -> torch.Tensor:
-  """Delivered / poured objects [num_envs] (reward and metric)."""
-  verdict = bin_pick_verdict(env)
-  return verdict["delivered_count"].float() / verdict["poured_count"].clamp_min(1)
-
-
 def bin_cleared_flag(env: ManagerBasedRlEnv) -> torch.Tensor:
-  return bin_pick_verdict(env)["bin_cleared"].float()
+  return task_verdict(env)["bin_cleared"].float()
 
 
 def delivered_any_flag(env: ManagerBasedRlEnv) -> torch.Tensor:
   """Metric: 1 while at least one object is delivered, [num_envs]; its
   episode max says whether the episode delivered one at some step (what
   ``evaluate_binpick.py`` counts as an episode with a delivery)."""
-  return (bin_pick_verdict(env)["delivered_count"] > 0).float()
+  return (task_verdict(env)["delivered_count"] > 0).float()
 
 
 # Per-object grasp and stage.
@@ -214,7 +187,7 @@ def object_stages(
     the table there (outside the bin);
   - resting on the table at the drop destination, held: 0.75; released: 0.85.
   """
-  verdict, state = bin_pick_verdict(env), bin_pick_objects(env)
+  verdict, state = task_verdict(env), bin_pick_objects(env)
   drop = torch.tensor(delivery_rule(env)[0].drop_xy, device=env.device)
   dist = torch.linalg.vector_norm(
     state.pos - _tool_position(env, tcp_site, robot)[:, None], dim=-1
@@ -244,7 +217,7 @@ def bin_pick_progress(
   pays less per step than delivering it and reaching for the next. A cleared
   bin pays 1, the most, and is absorbing in the training configuration.
   """
-  verdict = bin_pick_verdict(env)
+  verdict = task_verdict(env)
   todo = ~verdict["delivered"] & objects_poured(env)
   stages = object_stages(env, tcp_site, rim_z, robot)
   best = torch.where(todo, stages, 0.0).amax(dim=-1)
@@ -272,7 +245,9 @@ def nearest_objects(
   from mjlab_tasks.bin_pick.env_cfg import pourer
 
   p = pourer(env)
-  state, verdict = judge_now(env)
+  # Poses as the observation sees them (after the step's forward pass);
+  # delivered as the step's verdict judged it.
+  verdict, state = task_verdict(env), read_object_state(env)
   base = env.scene[robot].data.root_link_pose_w
   rel_w = state.pos - _tool_position(env, tcp_site, robot)[:, None]
   dist = torch.linalg.vector_norm(rel_w, dim=-1)
@@ -351,7 +326,7 @@ def tool_object_distance(
 ) -> torch.Tensor:
   """Metric: distance from the tool to the nearest undelivered poured object
   [m], 0 when none is left, [num_envs]."""
-  state, verdict = bin_pick_objects(env), bin_pick_verdict(env)
+  state, verdict = bin_pick_objects(env), task_verdict(env)
   todo = state.poured & ~verdict["delivered"]
   dist = torch.linalg.vector_norm(
     state.pos - _tool_position(env, tcp_site, robot)[:, None], dim=-1

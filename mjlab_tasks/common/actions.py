@@ -1,6 +1,6 @@
 """Action terms shared by every task: Cartesian IK, joint targets, gripper.
 
-Control scheme (seed 002): policy actions at 20 Hz over 1 kHz physics. Both
+Control scheme (the bin-picking specification's): policy actions at 20 Hz over 1 kHz physics. Both
 arm terms write, every physics step, a position target ``q + dq`` whose joint
 step is bounded by ``max_dq`` with direction-preserving limiting (the whole
 step is scaled, never clipped per joint), and add the arm's bias forces
@@ -153,6 +153,16 @@ class CartesianPoseAction(_ArmActionBase):
     self._has_target = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
 
   @property
+  def site_id(self) -> int:
+    """The tool site's model index."""
+    return self._site_id
+
+  @property
+  def joint_local_ids(self) -> torch.Tensor:
+    """The arm joints' indices within the robot entity."""
+    return self._joint_local_ids
+
+  @property
   def action_dim(self) -> int:
     return 6
 
@@ -188,7 +198,8 @@ class CartesianPoseAction(_ArmActionBase):
 
   @property
   def has_target(self) -> torch.Tensor:
-    """Environments whose target pose is set (an action arrived since reset) [B]."""
+    """Environments whose target pose is set (an action arrived since reset) [B];
+    set rows in place to hold a pose commanded directly."""
     return self._has_target
 
   def tool_pose_w(self) -> tuple[torch.Tensor, torch.Tensor]:

@@ -16,10 +16,11 @@ scene      ``scene_camera``     ``scene_rgb``                   320 x 240
 RGB is uint8 ``[num_envs, H, W, 3]``; depth float32 ``[num_envs, H, W, 1]`` in
 metres along the optical axis, 0 where nothing is hit. MuJoCo Warp renders
 them through mjlab's camera sensor; the C engine through
-``mjlab_tasks.common.c_cameras`` (OpenGL), with the same data interface.
+``mjlab_tasks.engine.c_cameras`` (OpenGL), with the same data interface.
 
-Not built yet: the glass task's 384 x 384 top view (issue 16) joins here as
-another camera name once glass pushing is an mjlab task.
+The glass task's 384 x 384 top view is not one of these names: GlassPush adds
+it itself (``glass_push_env_cfg(top_view=True)`` in
+``mjlab_tasks/glass_push/env_cfg.py``).
 
 ``image_randomization_events`` gives the seeded randomization image policies
 need (off unless a task asks for it): light, table and object colours, wrist

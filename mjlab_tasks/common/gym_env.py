@@ -38,6 +38,8 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from mjlab_tasks.engine import default_device
+
 if TYPE_CHECKING:
   import torch
   from mjlab.envs import ManagerBasedRlEnv, ManagerBasedRlEnvCfg
@@ -93,7 +95,7 @@ class MjlabVectorEnv(VectorEnv):
   ):
     import torch
 
-    from mjlab_tasks.common.c_engine import make_env, resolve_engine
+    from mjlab_tasks.engine import make_env, resolve_engine
 
     _check_args(num_envs, array_type, clip_actions, render_mode)
     device = device or default_device(engine)
@@ -112,9 +114,9 @@ class MjlabVectorEnv(VectorEnv):
     self.verbose = verbose
     self.render_mode = render_mode
     if render_mode is not None:
-      from mjlab_tasks.common.video import _default_gl
+      from mjlab_tasks.common.gl import headless_gl
 
-      _default_gl()  # headless OpenGL (EGL or OSMesa) unless MUJOCO_GL is set
+      headless_gl()  # headless OpenGL (EGL or OSMesa) unless MUJOCO_GL is set
     with self._quiet():
       self.mjlab_env: ManagerBasedRlEnv = make_env(
         cfg, device=device, engine=engine, render_mode=render_mode
@@ -415,13 +417,6 @@ def action_bounds(env: ManagerBasedRlEnv) -> tuple[np.ndarray, np.ndarray]:
     low.cpu().numpy().astype(np.float32),
     high.cpu().numpy().astype(np.float32),
   )
-
-
-def default_device(engine: str | None) -> str:
-  """cuda:0 when CUDA is there and the C engine is not asked for, else cpu."""
-  import torch
-
-  return "cuda:0" if engine != "mujoco" and torch.cuda.is_available() else "cpu"
 
 
 def register_gymnasium_envs(task_ids: Sequence[str]) -> None:

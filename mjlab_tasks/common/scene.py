@@ -31,7 +31,7 @@ from mjlab_tasks.common.actions import (
   JointTargetActionCfg,
 )
 
-PHYSICS_DT = 0.001  # 1 kHz physics (seed 002).
+PHYSICS_DT = 0.001  # 1 kHz physics (the bin-picking specification).
 POLICY_DT = 0.05  # 20 Hz policy actions.
 DECIMATION = round(POLICY_DT / PHYSICS_DT)
 

@@ -15,7 +15,6 @@ wall gradient), seeded per environment and view, the same in every frame.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -23,7 +22,8 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
-from mjlab_tasks.common.c_engine import copy_model
+from mjlab_tasks.common.gl import headless_gl
+from mjlab_tasks.engine import copy_model
 
 
 def mediapy_with_ffmpeg():
@@ -39,35 +39,6 @@ def mediapy_with_ffmpeg():
 
     mediapy.set_ffmpeg(imageio_ffmpeg.get_ffmpeg_exe())
   return mediapy
-
-
-def _default_gl() -> None:
-  """Headless rendering: EGL with a GPU, OSMesa (Debian libosmesa6) without,
-  or the headless backend ``MUJOCO_GL`` names.
-
-  mujoco binds its OpenGL backend when first imported: with ``MUJOCO_GL``
-  unset then, GLFW, which needs a display. A process that imported mujoco
-  before choosing (or before mjlab, imported later, set ``MUJOCO_GL=egl``)
-  gets the headless backend switched in here, before its first
-  ``mujoco.Renderer`` (the tools choose before importing mujoco).
-  """
-  backend = os.environ.get("MUJOCO_GL", "").strip().lower()
-  if not backend:
-    import torch
-
-    backend = "egl" if torch.cuda.is_available() else "osmesa"
-    os.environ["MUJOCO_GL"] = backend
-  if backend not in ("egl", "osmesa"):
-    return
-  from mujoco.rendering.classic import gl_context
-
-  bound = getattr(gl_context, "GLContext", None)
-  if bound is None or bound.__module__.startswith("mujoco.glfw"):
-    if backend == "egl":
-      from mujoco.egl import GLContext
-    else:
-      from mujoco.osmesa import GLContext
-    gl_context.GLContext = GLContext
 
 
 @dataclass(frozen=True)
@@ -219,7 +190,7 @@ def render_poses(
   """Render recorded poses (qpos [n_envs, frames, nq]) to mp4 files: one per
   environment and view (``<prefix>_<env>.mp4`` for a single view, else
   ``<prefix>_<env>_<view>.mp4``). Kinematics only: nothing is simulated."""
-  _default_gl()
+  headless_gl()
   mediapy = mediapy_with_ffmpeg()
   paths = []
   width = max(v.width for v in views)

@@ -1,4 +1,4 @@
-"""Cube in tray (seed 000): place a 40 mm cube wholly inside a 100 x 100 mm tray.
+"""Cube in tray, as specified: place a 40 mm cube wholly inside a 100 x 100 mm tray.
 
 Task description:
   A UR5 + RG2 picks a 40 mm, 50 g cube from the table and puts it down inside

@@ -17,6 +17,8 @@ from mjlab.utils.lab_api.math import (
 
 from evaluators.cube_tray import CubeTrayEvaluator, CubeTrayState, CubeTrayThresholds
 from mjlab_tasks.common.mdp import root_pos_w, root_quat_w, site_id
+from mjlab_tasks.common.verdict import VerdictTerm, task_verdict, verdict_term
+from mjlab_tasks.engine import sensor_fields
 
 if TYPE_CHECKING:
   from mjlab.envs import ManagerBasedRlEnv
@@ -81,9 +83,9 @@ def reading_sources(env: ManagerBasedRlEnv, names: CubeTrayNames) -> ReadingSour
   ]
   num_force = 0
   for sensor, field in ((names.floor_sensor, "force"), (names.robot_sensor, "found")):
-    for slot in env.scene.sensors[sensor]._slots:
-      if slot.field_name == field:
-        info = env.sim.mj_model.sensor(slot.sensor_name)
+    for name, sensor_name in sensor_fields(env, sensor):
+      if name == field:
+        info = env.sim.mj_model.sensor(sensor_name)
         start, dim = int(info.adr[0]), int(info.dim[0])
         slices.append(("sensordata", start, start + dim))
         num_force += dim if field == "force" else 0
@@ -138,7 +140,7 @@ def read_cube_tray_state(env: ManagerBasedRlEnv, names: CubeTrayNames) -> CubeTr
   return cube_tray_state_from_raw(read_cube_tray_raw(env, names), names)
 
 
-class CubeTrayVerdict:
+class CubeTrayVerdict(VerdictTerm):
   """Owns the evaluator and judges every physics substep (a metrics term).
 
   mjlab's only per-substep hook is ``MetricsTermCfg(per_substep=True)``: the
@@ -152,12 +154,13 @@ class CubeTrayVerdict:
   one) when the verdict is read, which keeps the per-substep cost to a few
   tensor copies. As a metric it reports the fraction of physics steps in
   which the robot touches the cube. Terminations, rewards and scripts read
-  the verdict through ``cube_tray_verdict(env)``.
+  the verdict through ``task_verdict(env)`` (``mjlab_tasks.common.verdict``).
   """
 
   def __init__(self, cfg: MetricsTermCfg, env: ManagerBasedRlEnv):
     if not cfg.per_substep:
       raise ValueError(f"{VERDICT_TERM!r} must be a per-substep metrics term")
+    super().__init__(cfg, env)
     self.names: CubeTrayNames = cfg.params.get("names", CubeTrayNames())
     thresholds = cfg.params.get("thresholds", CubeTrayThresholds())
     self.evaluator = CubeTrayEvaluator(
@@ -215,26 +218,20 @@ class CubeTrayVerdict:
     self.judge_pending()
     return self.evaluator.verdict
 
-  def reset(self, env_ids: torch.Tensor | slice | None = None) -> None:
+  def state_changed(self, env_ids: torch.Tensor | slice | None = None) -> None:
+    """A reset or restore starts the judging of ``env_ids`` anew."""
     self.judge_pending()
     self.evaluator.reset(env_ids)
 
 
-def cube_tray_verdict(env: ManagerBasedRlEnv) -> dict[str, torch.Tensor]:
-  """The latest physics step's verdict (``evaluators.cube_tray``)."""
-  term = env.metrics_manager.cfg[VERDICT_TERM].func
-  assert isinstance(term, CubeTrayVerdict)
-  return term.verdict
-
-
 def cube_tray_success(env: ManagerBasedRlEnv) -> torch.Tensor:
   """Termination: the cube settled in the tray for 0.5 s, [num_envs] bool."""
-  return cube_tray_verdict(env)["success"]
+  return task_verdict(env)["success"]
 
 
 def verdict_flag(env: ManagerBasedRlEnv, key: str) -> torch.Tensor:
   """One boolean of the verdict as a float [num_envs] (reward / metric term)."""
-  return cube_tray_verdict(env)[key].float()
+  return task_verdict(env)[key].float()
 
 
 def cube_velocity(env: ManagerBasedRlEnv, cube: str = "cube") -> torch.Tensor:
@@ -338,7 +335,7 @@ def cube_tray_progress(
   training configuration (success does not end the episode), so its value
   is the largest of any state.
   """
-  verdict = cube_tray_verdict(env)
+  verdict = task_verdict(env)
   tcp = env.sim.data.site_xpos[:, site_id(env, tcp_site, robot)]
   cube = root_pos_w(env, names.cube)
   tray = root_pos_w(env, names.tray)
@@ -368,7 +365,7 @@ def cube_tray_progress(
   reward = torch.where(pinched, held, REACH_MAX * reach)
   in_tray = verdict["contained"] & verdict["supported"]
   reward = torch.where(in_tray & ~verdict["released"], PUT_DOWN_HELD, reward)
-  evaluator_steps = env.metrics_manager.cfg[VERDICT_TERM].func.evaluator.required_steps
+  evaluator_steps = verdict_term(env).evaluator.required_steps
   calm = (verdict["calm_steps"].float() / evaluator_steps).clamp(max=1.0)
   released = RELEASED_BASE + CALM_GAIN * calm
   reward = torch.where(in_tray & verdict["released"], released, reward)
@@ -450,7 +447,7 @@ def stage_flag(
   - released: in the tray and no robot body touching it.
   """
   if stage in ("in_tray", "released"):
-    verdict = cube_tray_verdict(env)
+    verdict = task_verdict(env)
     flag = verdict["contained"] & verdict["supported"]
     if stage == "released":
       flag = flag & verdict["released"]

@@ -1,4 +1,4 @@
-"""Pushing glasses apart (seed 003) as an mjlab task: give every glass room.
+"""Pushing glasses apart, as specified, as an mjlab task: give every glass room.
 
 Task description:
   A crowded table of 7 to 10 drinking glasses (the examiner's tables: shapes,
@@ -17,7 +17,7 @@ noisy readings of every glass slot (``Examiner.look()``'s noise model), the
 wrist force, the tool pose and how far the Cartesian action's target leads
 the tool; never the friction or the true poses (the critic has both).
 
-Verdicts (``evaluators/glass_push/room.py``, batched): a glass is takeable
+Verdicts (``rules/room.py``, batched): a glass is takeable
 when it and then the others could be taken one after another with room,
 without another push; toppled when tilted more than 30 degrees; knocked off
 when it left the table top. Success: every glass takeable.
@@ -45,12 +45,12 @@ from mjlab_tasks.common.cameras import CAMERA_GROUP, camera_rgb
 from mjlab_tasks.common.scene import ROBOT, make_robot_env_cfg
 from mjlab_tasks.glass_push import mdp
 from mjlab_tasks.glass_push.events import place_glasses
-from mjlab_tasks.glass_push.routine import TIMESTEP
+from mjlab_tasks.glass_push.hidden import PhysicsConfig
+from mjlab_tasks.glass_push.physics import TIMESTEP
 from mjlab_tasks.glass_push.scene import (
   GLASS_ENTITY,
   SLOTS,
   TABLE_ENTITY,
-  PhysicsConfig,
   glass_entity_cfg,
   robot_entity_cfg,
   table_spec,
@@ -86,7 +86,7 @@ def glass_push_env_cfg(
       Each table is drawn once per process (about 0.15 s each).
     num_envs: Number of parallel environments.
     physics: The hidden friction and, for tests, fixture glasses or an
-      obstacle (``scene.PhysicsConfig``; default: the examiner's).
+      obstacle (``hidden.PhysicsConfig``; default: the examiner's).
     end_on_success: Success ends the episode.
     top_view: Add the examiner's top view as an image observation: group
       ``camera``, term ``top_view_rgb`` [N, 384, 384, 3] uint8 (750 mm above
@@ -199,7 +199,8 @@ def glass_push_env_cfg(
       func=mdp.table_cleared, params=p
     )
   cfg.metrics = {
-    "takeable_rate": MetricsTermCfg(func=mdp.takeable_rate, params=p, reduce="last"),
+    # The task's verdict (mjlab_tasks.common.verdict), logging the takeable rate.
+    mdp.VERDICT_TERM: MetricsTermCfg(func=mdp.GlassVerdict, params=p, reduce="last"),
     "takeable_rate_at_start": MetricsTermCfg(
       func=mdp.takeable_rate_at_start, params=p, reduce="last"
     ),

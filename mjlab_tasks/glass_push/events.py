@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from evaluators.glass_push.tables import TABLE_HEIGHT
+from mjlab_tasks.glass_push.rules.tables import TABLE_HEIGHT
 from mjlab_tasks.glass_push.scene import GLASS_ENTITY, SLOTS, table_layout
 
 if TYPE_CHECKING:

@@ -13,23 +13,26 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from evaluators.glass_push import room
-from evaluators.glass_push.hand import LOWEST_TCP_Z
-from evaluators.glass_push.hidden import (
+from mjlab_tasks.common.mdp import site_id
+from mjlab_tasks.common.verdict import StateVerdictTerm, task_verdict
+from mjlab_tasks.glass_push.hidden import (
   NOISE_HEIGHT,
   NOISE_POSITION,
   NOISE_WIDTH,
   OFF_TABLE_Z,
   TOPPLED_COS,
 )
-from evaluators.glass_push.tables import TABLE_X, TABLE_Y
-from mjlab_tasks.common.mdp import site_id
+from mjlab_tasks.glass_push.rules import room
+from mjlab_tasks.glass_push.rules.hand import LOWEST_TCP_Z
+from mjlab_tasks.glass_push.rules.tables import TABLE_X, TABLE_Y
 from mjlab_tasks.glass_push.scene import GLASS_ENTITY, SLOTS, table_layout
 
 if TYPE_CHECKING:
   from mjlab.envs import ManagerBasedRlEnv
 
 JAM_FORCE = 20.0  # N: the examiner stops a push here
+VERDICT_TERM = "takeable_rate"
+"""The verdict term's name, the metric it logs."""
 READING = ("x", "y", "height", "widest", "foot", "standing", "present")
 
 
@@ -87,18 +90,10 @@ def _on_table(pos: torch.Tensor) -> torch.Tensor:
   )
 
 
-def glass_verdict(env: ManagerBasedRlEnv, pool: tuple[int, ...]) -> dict:
+def judge_glasses(env: ManagerBasedRlEnv, pool: tuple[int, ...]) -> dict:
   """Where every glass is and which could be taken with room, on the truth.
-
-  Computed once per environment step (terminations, rewards and metrics of
-  a step see the same state). Keys: ``on_table``, ``standing``,
-  ``toppled``, ``off`` and ``takeable`` (bool [N, S], present glasses only),
-  and their counts ``*_count`` [N].
-  """
-  key = (env.common_step_counter, tuple(pool))
-  cached = env.__dict__.get("_glass_verdict")
-  if cached is not None and cached[0] == key:
-    return cached[1]
+  Keys: ``on_table``, ``standing``, ``toppled``, ``off`` and ``takeable``
+  (bool [N, S], present glasses only), and their counts ``*_count`` [N]."""
   t = table(env, pool)
   pos, quat = glass_poses(env)
   on_table = _on_table(pos) & t.present
@@ -112,8 +107,20 @@ def glass_verdict(env: ManagerBasedRlEnv, pool: tuple[int, ...]) -> dict:
     takeable=room.takeable(blocked, t.widest, on_table, standing),
   )
   verdict |= {f"{k}_count": v.sum(1).float() for k, v in list(verdict.items())}
-  env.__dict__["_glass_verdict"] = (key, verdict)
   return verdict
+
+
+class GlassVerdict(StateVerdictTerm):
+  """The task's verdict term (``mjlab_tasks.common.verdict``): the glasses'
+  verdict of the current state (``judge_glasses``), judged once per step and
+  again for tables reset since. As a metric: the taken-with-room rate a
+  taker would reach from here (takeable glasses over the table's)."""
+
+  def judge(self, env: ManagerBasedRlEnv) -> dict:
+    return judge_glasses(env, self.cfg.params["pool"])
+
+  def metric(self, verdict: dict) -> torch.Tensor:
+    return verdict["takeable_count"] / table(self.env, self.cfg.params["pool"]).count
 
 
 # -- observations ----------------------------------------------------------------
@@ -172,14 +179,14 @@ def friction(env: ManagerBasedRlEnv, coefficients: tuple[float, ...]) -> torch.T
 def room_gained(env: ManagerBasedRlEnv, pool: tuple[int, ...]) -> torch.Tensor:
   """Glasses takeable now minus at the start, over the table's glasses."""
   t = table(env, pool)
-  v = glass_verdict(env, pool)
+  v = task_verdict(env)
   return (v["takeable_count"] - t.takeable_at_start) / t.count
 
 
 def glasses_lost(env: ManagerBasedRlEnv, pool: tuple[int, ...]) -> torch.Tensor:
   """Toppled or knocked-off glasses, over the table's glasses."""
   t = table(env, pool)
-  v = glass_verdict(env, pool)
+  v = task_verdict(env)
   return (v["toppled_count"] + v["off_count"]) / t.count
 
 
@@ -212,28 +219,21 @@ def jam_force(env: ManagerBasedRlEnv, sensor_name: str = "wrist_force") -> torch
 
 
 def glass_toppled(env: ManagerBasedRlEnv, pool: tuple[int, ...]) -> torch.Tensor:
-  return glass_verdict(env, pool)["toppled"].any(1)
+  return task_verdict(env)["toppled"].any(1)
 
 
 def glass_knocked_off(env: ManagerBasedRlEnv, pool: tuple[int, ...]) -> torch.Tensor:
-  return glass_verdict(env, pool)["off"].any(1)
+  return task_verdict(env)["off"].any(1)
 
 
 def table_cleared(env: ManagerBasedRlEnv, pool: tuple[int, ...]) -> torch.Tensor:
   """Success: every glass of the table could now be taken with room, one
   after another, without another push."""
   t = table(env, pool)
-  return glass_verdict(env, pool)["takeable_count"] >= t.count
+  return task_verdict(env)["takeable_count"] >= t.count
 
 
 # -- metrics ------------------------------------------------------------------------
-
-
-def takeable_rate(env: ManagerBasedRlEnv, pool: tuple[int, ...]) -> torch.Tensor:
-  """The taken-with-room rate a taker would reach from here: glasses that
-  could be taken with room one after another, over the table's glasses."""
-  t = table(env, pool)
-  return glass_verdict(env, pool)["takeable_count"] / t.count
 
 
 def takeable_rate_at_start(
@@ -250,4 +250,4 @@ def cleared(env: ManagerBasedRlEnv, pool: tuple[int, ...]) -> torch.Tensor:
 def verdict_any(
   env: ManagerBasedRlEnv, pool: tuple[int, ...], key: str
 ) -> torch.Tensor:
-  return glass_verdict(env, pool)[key].any(1).float()
+  return task_verdict(env)[key].any(1).float()

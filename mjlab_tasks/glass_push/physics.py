@@ -1,22 +1,20 @@
-"""The glass table's physics settings and fixed scene (hidden from solutions).
+"""The glass table's physics step and fixed scene, built into a MuJoCo spec.
 
-``Friction`` and ``PhysicsConfig`` are the examiner's private physics (the
-defaults are the hidden values; tests and training tools pass fixtures);
-``add_table``, ``add_cameras_and_lights`` and ``set_hand_friction`` build the
-table, rack, cameras and hand friction into a spec (the task's scene uses
-them). Light: MuJoCo and NumPy only.
+``TIMESTEP`` is the task's physics step (the examiner's hand runs on it
+too); ``add_table``, ``add_cameras_and_lights`` and ``set_hand_friction``
+build the floor, table, rack, optional obstacle, cameras and the hand's
+friction into a spec (the task's scene uses them), with the hidden friction
+of a ``hidden.PhysicsConfig``. Light: MuJoCo and NumPy only.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import mujoco
 import numpy as np
 
 from assets.ur5_rg2.model import HAND_BODY_NAME
-from evaluators.glass_push.tables import (
-  MAX_GLASSES,
+from mjlab_tasks.glass_push.hidden import Friction, PhysicsConfig
+from mjlab_tasks.glass_push.rules.tables import (
   RACK_CENTER,
   RACK_SHELF_HALF,
   RACK_SHELF_TOP,
@@ -26,40 +24,9 @@ from evaluators.glass_push.tables import (
   TOP_VIEW_FOVY,
   TOP_VIEW_HEIGHT,
   ZONE_CENTER,
-  Glass,
-  _draw_table,
 )
 
-
-@dataclass(frozen=True)
-class Friction:
-  """Sliding friction coefficients (hidden from solutions).
-
-  Attributes:
-    glass_table: glass on the table top.
-    glass_glass: glass on glass.
-    pad_glass: the hand (pads and every other hand part) on glass.
-  """
-
-  glass_table: float = 0.35
-  glass_glass: float = 0.5
-  pad_glass: float = 0.9
-
-
-@dataclass(frozen=True)
-class PhysicsConfig:
-  """Private physics settings for tests and training tools.
-
-  Solutions never pass this: an ``Examiner`` built without it uses the hidden
-  defaults. Attributes:
-    friction: the three coefficients.
-    glasses: replace the drawn glasses (a training/test fixture), or None.
-    obstacle: centre (x, y) of a fixed 60 mm box post on the table, or None.
-  """
-
-  friction: Friction = Friction()
-  glasses: tuple[Glass, ...] | None = None
-  obstacle: tuple[float, float] | None = None
+TIMESTEP = 0.002  # s, the physics step of the task and the examiner
 
 
 def _look_at_quat(pos, target, up=(0.0, 0.0, 1.0)) -> list[float]:
@@ -157,16 +124,3 @@ def add_cameras_and_lights(world: mujoco.MjsBody) -> None:
   )
   world.add_light(pos=[zx, zy, 2.0], dir=[0, 0, -1], diffuse=[0.7, 0.7, 0.7])
   world.add_light(pos=[-0.5, 0.0, 1.5], dir=[0.5, -0.3, -1], diffuse=[0.3, 0.3, 0.3])
-
-
-def table_glasses(table: int, physics: PhysicsConfig) -> tuple[Glass, ...]:
-  """The glasses of a table: drawn from its number, or the physics fixture's
-  (checked)."""
-  if physics.glasses is None:
-    return tuple(_draw_table(table))
-  glasses = tuple(physics.glasses)
-  if not 1 <= len(glasses) <= MAX_GLASSES:
-    raise ValueError(f"a table holds 1 to {MAX_GLASSES} glasses")
-  if len({g.id for g in glasses}) != len(glasses):
-    raise ValueError("glass ids must be unique")
-  return glasses

@@ -23,22 +23,24 @@ from mjlab.entity import EntityCfg
 from mjlab.entity.variants import VariantEntityCfg
 
 from assets.ur5_rg2 import build_ur5_rg2_spec, ur5_rg2_entity_cfg
-from evaluators.glass_push.glasses import PALETTE, PARKED, glass_parts, parked_place
-from evaluators.glass_push.tables import (
-  MAX_GLASSES,
-  ZONE_CENTER,
-  Glass,
-  _draw_table,
-  takeable_without_pushing,
-)
+from mjlab_tasks.glass_push.hidden import Friction, PhysicsConfig, table_glasses
 from mjlab_tasks.glass_push.physics import (
-  Friction,
-  PhysicsConfig,
   add_cameras_and_lights,
   add_table,
   set_hand_friction,
 )
-from mjlab_tasks.glass_push.physics import table_glasses as checked_table_glasses
+from mjlab_tasks.glass_push.rules.glasses import (
+  PALETTE,
+  PARKED,
+  glass_parts,
+  parked_place,
+)
+from mjlab_tasks.glass_push.rules.tables import (
+  MAX_GLASSES,
+  ZONE_CENTER,
+  Glass,
+  takeable_without_pushing,
+)
 
 SLOTS = MAX_GLASSES
 # The hand's start: tool point 0.30 m above the table, 0.25 m to the left of
@@ -56,20 +58,6 @@ START_JOINT_POS = {
 }
 GLASS_ENTITY = "glass_{slot}"
 TABLE_ENTITY = "table"
-
-
-@functools.cache
-def table_glasses(table: int) -> tuple[Glass, ...]:
-  """A table's true glasses (drawn once per process: about 0.15 s each)."""
-  return tuple(_draw_table(table))
-
-
-def table_glasses_of(table: int, physics: PhysicsConfig) -> tuple[Glass, ...]:
-  """The glasses of a table: drawn from its number (once per process), or
-  the physics fixture's (checked as the examiner checks them)."""
-  if physics.glasses is None:
-    return table_glasses(table)
-  return checked_table_glasses(table, physics)
 
 
 def slot_glass(glasses: tuple[Glass, ...], slot: int) -> Glass:
@@ -101,7 +89,7 @@ def glass_entity_cfg(slot: int, pool: tuple[int, ...], physics: PhysicsConfig):
   """Slot ``slot`` of every table in ``pool``: one variant per table."""
 
   def variant(table: int) -> mujoco.MjSpec:
-    glass = slot_glass(table_glasses_of(table, physics), slot)
+    glass = slot_glass(table_glasses(table, physics), slot)
     return glass_spec(glass, physics.friction)
 
   tables = list(dict.fromkeys(pool))  # a table in the pool twice: one variant
@@ -116,7 +104,7 @@ def glass_entity_cfg(slot: int, pool: tuple[int, ...], physics: PhysicsConfig):
 
 def table_spec(physics: PhysicsConfig) -> mujoco.MjSpec:
   """Floor, table top and rack (glass-on-table friction), the cameras and
-  lights: the examiner's own (``world.add_table``)."""
+  lights: the examiner's own (``physics.add_table``)."""
   spec = mujoco.MjSpec()
   spec.visual.global_.offwidth = 640
   spec.visual.global_.offheight = 480
@@ -170,7 +158,7 @@ def table_layout(
   sizes = np.zeros((len(pool), SLOTS, 3))
   start = np.zeros(len(pool), int)
   for t, table in enumerate(pool):
-    glasses = table_glasses_of(table, physics)
+    glasses = table_glasses(table, physics)
     start[t] = len(
       takeable_without_pushing(
         [(g.x, g.y) for g in glasses], [g.widest for g in glasses]
