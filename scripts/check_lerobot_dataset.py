@@ -111,8 +111,8 @@ def expected_frames(demo) -> dict[str, np.ndarray]:
   }
 
 
-def main(args: Args) -> int:
-  check_args(args)
+def open_dataset(args: Args):
+  """(torch, LeRobotDataset class, the dataset, its video backend)."""
   try:
     import torch
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
@@ -125,8 +125,13 @@ def main(args: Args) -> int:
 
   backend = video_backend(args.video_backend)
   ds = LeRobotDataset(args.repo_id, root=args.dataset, video_backend=backend)
-  meta, info = ds.meta, ds.meta.info
   print(f"lerobot {lerobot.__version__}, torch {torch.__version__}: loaded {ds!r}")
+  return torch, LeRobotDataset, ds, backend
+
+
+def check_info(ds) -> None:
+  """The loaded counts agree with info.json."""
+  meta, info = ds.meta, ds.meta.info
   if info["codebase_version"] != "v3.0":
     fail(f"codebase_version {info['codebase_version']}, expected v3.0.")
   if len(ds) != info["total_frames"] or ds.num_episodes != info["total_episodes"]:
@@ -135,9 +140,10 @@ def main(args: Args) -> int:
   if len(meta.episodes) != info["total_episodes"]:
     fail(f"{len(meta.episodes)} episode rows; info.json says {info['total_episodes']}.")
 
-  hf = ds.hf_dataset.with_format(None)  # Plain columns, not per-item tensors.
-  columns = {k: np.asarray(hf[k]) for k in hf.column_names}
-  fps = ds.fps
+
+def check_indices(ds, columns: dict) -> list[int]:
+  """Indices, frame indices and timestamps run in order; the episode lengths."""
+  meta, fps = ds.meta, ds.fps
   if not np.array_equal(columns["index"], np.arange(len(ds))):
     fail("index is not 0..N-1 in order.")
   lengths = []
@@ -156,41 +162,42 @@ def main(args: Args) -> int:
       fail(f"episode {ep}: timestamps are not frame_index / {fps}.")
   shown = lengths if len(lengths) <= 10 else f"{min(lengths)} to {max(lengths)}"
   print(f"episodes: {ds.num_episodes}, lengths {shown}, frames {len(ds)}, fps {fps}")
+  return lengths
 
-  names, f = (None, None) if args.demos is None else source_demos(args.demos, args.mask)
-  if f is not None:
-    if len(names) != ds.num_episodes:
-      fail(f"{ds.num_episodes} episodes; --demos has {len(names)} to export.")
-    for ep, name in enumerate(names):
-      want = expected_frames(f["data"][name])
-      row = meta.episodes[ep]
-      if row.get("source/demo", name) != name:
-        fail(f"episode {ep} came from {row['source/demo']}, expected {name}.")
-      lo, hi = row["dataset_from_index"], row["dataset_to_index"]
-      if hi - lo != len(want["action"]):
-        fail(
-          f"episode {ep} ({name}): {hi - lo} frames, the demo has {len(want['action'])}."
-        )
-      for key, values in want.items():
-        if values is None:
-          continue
-        got = columns[key][lo:hi]
-        if got.dtype == object:
-          got = np.stack(got)
-        if not np.array_equal(got.reshape(values.shape), values):
-          fail(f"episode {ep} ({name}): {key} differs from the demo.")
-    print(
-      f"every frame's observation.state, action, next.reward, next.done, "
-      f"next.success equals {args.demos.name} ({len(names)} demos)"
-    )
+
+def check_against_demos(args: Args, ds, columns: dict, names, f) -> None:
+  """Every frame's numbers equal the source demonstrations'."""
+  meta = ds.meta
+  if len(names) != ds.num_episodes:
+    fail(f"{ds.num_episodes} episodes; --demos has {len(names)} to export.")
+  for ep, name in enumerate(names):
+    want = expected_frames(f["data"][name])
+    row = meta.episodes[ep]
+    if row.get("source/demo", name) != name:
+      fail(f"episode {ep} came from {row['source/demo']}, expected {name}.")
+    lo, hi = row["dataset_from_index"], row["dataset_to_index"]
+    if hi - lo != len(want["action"]):
+      fail(
+        f"episode {ep} ({name}): {hi - lo} frames, the demo has {len(want['action'])}."
+      )
+    for key, values in want.items():
+      if values is None:
+        continue
+      got = columns[key][lo:hi]
+      if got.dtype == object:
+        got = np.stack(got)
+      if not np.array_equal(got.reshape(values.shape), values):
+        fail(f"episode {ep} ({name}): {key} differs from the demo.")
   print(
-    f"per frame: {int(columns['next.done'].sum())} done, "
-    f"{int(columns['next.success'].sum())} success, reward sum "
-    f"{float(columns['next.reward'].sum()):.4f}"
+    f"every frame's observation.state, action, next.reward, next.done, "
+    f"next.success equals {args.demos.name} ({len(names)} demos)"
   )
 
-  # Items through dataset[i]: the first and last frame of each episode, then
-  # evenly spread ones, up to --items.
+
+def check_items(args, torch, ds, columns, lengths, names, f, backend) -> None:
+  """Items through dataset[i]: the first and last frame of each episode,
+  then evenly spread ones, up to --items; videos against the source."""
+  meta = ds.meta
   starts = np.cumsum([0, *lengths])
   picks = [
     int(i) for s, e in zip(starts[:-1], starts[1:], strict=True) for i in (s, e - 1)
@@ -206,23 +213,7 @@ def main(args: Args) -> int:
     if not torch.equal(item["action"], torch.as_tensor(columns["action"][i])):
       fail(f"dataset[{i}]['action'] differs from the data column.")
     for key in meta.video_keys:
-      h, w, _ = meta.features[key]["shape"]
-      frame = item[key]
-      if tuple(frame.shape) != (3, h, w) or frame.dtype != torch.float32:
-        fail(
-          f"dataset[{i}]['{key}']: {tuple(frame.shape)} {frame.dtype}, expected (3, {h}, {w})."
-        )
-      if f is not None:
-        ep, k = int(item["episode_index"]), int(item["frame_index"])
-        source = f["data"][names[ep]]["obs"][
-          key.removeprefix("observation.images.") + "_rgb"
-        ][k]
-        error = float(np.abs(frame.permute(1, 2, 0).numpy() - source / 255.0).mean())
-        worst = max(worst, error)
-        if error > MAX_FRAME_ERROR:
-          fail(
-            f"dataset[{i}]['{key}'] differs from the source frame by {error:.3f} on average."
-          )
+      worst = max(worst, check_video_item(torch, ds, i, item, key, names, f))
   print(
     f"dataset[i] for {len(picks)} frames: task {task!r}"
     + (
@@ -233,33 +224,75 @@ def main(args: Args) -> int:
     )
   )
 
-  # Action chunks as a chunking policy trains on them: past an episode's end
-  # the last action repeats and is marked as padding.
+
+def check_video_item(torch, ds, i, item, key, names, f) -> float:
+  """One decoded frame's shape, and its mean error against the source."""
+  h, w, _ = ds.meta.features[key]["shape"]
+  frame = item[key]
+  if tuple(frame.shape) != (3, h, w) or frame.dtype != torch.float32:
+    fail(
+      f"dataset[{i}]['{key}']: {tuple(frame.shape)} {frame.dtype}, expected (3, {h}, {w})."
+    )
+  if f is None:
+    return 0.0
+  ep, k = int(item["episode_index"]), int(item["frame_index"])
+  source = f["data"][names[ep]]["obs"][
+    key.removeprefix("observation.images.") + "_rgb"
+  ][k]
+  error = float(np.abs(frame.permute(1, 2, 0).numpy() - source / 255.0).mean())
+  if error > MAX_FRAME_ERROR:
+    fail(
+      f"dataset[{i}]['{key}'] differs from the source frame by {error:.3f} on average."
+    )
+  return error
+
+
+def check_chunks(args, torch, dataset_class, ds, lengths, backend) -> None:
+  """Action chunks as a chunking policy trains on them: past an episode's
+  end the last action repeats and is marked as padding."""
+  meta, fps = ds.meta, ds.fps
   chunk = [k / fps for k in range(4)]
-  chunked = LeRobotDataset(
+  chunked = dataset_class(
     args.repo_id,
     root=args.dataset,
     video_backend=backend,
     delta_timestamps={"action": chunk},
   )
-  last = int(starts[1]) - 1
-  item = chunked[last]
+  item = chunked[lengths[0] - 1]
   pad = item["action_is_pad"].tolist()
-  if tuple(item["action"].shape) != (4, meta.features["action"]["shape"][0]) or pad != [
+  shape = tuple(item["action"].shape)
+  if shape != (4, meta.features["action"]["shape"][0]) or pad != [
     False,
     True,
     True,
     True,
   ]:
-    fail(
-      f"action chunk at the end of episode 0: shape {tuple(item['action'].shape)}, pad {pad}."
-    )
+    fail(f"action chunk at the end of episode 0: shape {shape}, pad {pad}.")
   batch = next(iter(torch.utils.data.DataLoader(chunked, batch_size=8, shuffle=False)))
   print(
     "action chunks (delta_timestamps) pad past an episode's end; a DataLoader "
     "batch: "
     + json.dumps({k: list(v.shape) for k, v in batch.items() if hasattr(v, "shape")})
   )
+
+
+def main(args: Args) -> int:
+  check_args(args)
+  torch, dataset_class, ds, backend = open_dataset(args)
+  check_info(ds)
+  hf = ds.hf_dataset.with_format(None)  # Plain columns, not per-item tensors.
+  columns = {k: np.asarray(hf[k]) for k in hf.column_names}
+  lengths = check_indices(ds, columns)
+  names, f = (None, None) if args.demos is None else source_demos(args.demos, args.mask)
+  if f is not None:
+    check_against_demos(args, ds, columns, names, f)
+  print(
+    f"per frame: {int(columns['next.done'].sum())} done, "
+    f"{int(columns['next.success'].sum())} success, reward sum "
+    f"{float(columns['next.reward'].sum()):.4f}"
+  )
+  check_items(args, torch, ds, columns, lengths, names, f, backend)
+  check_chunks(args, torch, dataset_class, ds, lengths, backend)
   print(f"ok: {args.dataset} loads with lerobot's LeRobotDataset")
   return 0
 

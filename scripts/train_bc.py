@@ -471,25 +471,14 @@ def plot(history: dict, path: Path) -> None:
   plt.close(fig)
 
 
-def main(args: Args) -> int:
-  check_args(args)
+def run_summary(args, data, yaw_at, history, seconds: float) -> dict:
+  """summary.json: the data, the recipe, the losses, the source."""
   import torch
 
   from mjlab_tasks.common.runtime import source_snapshot
-  from mjlab_tasks.policies import BC_FORMAT
 
-  data = load_data(args)
-  env_args, terms, sizes, action_dim, labels, train_set, valid_set, shapes = data
-  start = time.perf_counter()
-  yaw_at = quarter_yaw_at(args, terms, sizes)
-  if shapes:
-    model, history = train_images(
-      args, train_set, valid_set, sizes, action_dim, yaw_at, shapes
-    )
-  else:
-    model, history = train(args, train_set, valid_set, sizes, action_dim, yaw_at)
-  seconds = time.perf_counter() - start
-  summary = {
+  env_args, terms, sizes, _, labels, train_set, valid_set, shapes = data
+  return {
     "demos": str(args.demos),
     "task": env_args["env_name"],
     "train_demos": train_set[2],
@@ -513,6 +502,13 @@ def main(args: Args) -> int:
     "history": history,
     "source": source_snapshot(),
   }
+
+
+def policy_checkpoint(args, data, yaw_at, model) -> dict:
+  """policy.pt: what BcPolicy needs to rebuild and run the network."""
+  from mjlab_tasks.policies import BC_FORMAT
+
+  env_args, terms, sizes, action_dim, _, _, _, shapes = data
   checkpoint = {
     "format": BC_FORMAT,
     "task": env_args["env_name"],
@@ -530,17 +526,40 @@ def main(args: Args) -> int:
     checkpoint["image_keys"] = list(shapes)
     checkpoint["image_shapes"] = shapes
     checkpoint["image_size"] = list(args.image_size)
-  # Written beside the output, then renamed: no half-written run folder.
-  tmp = args.output.with_name(f".{args.output.name}.tmp{os.getpid()}")
+  return checkpoint
+
+
+def write_run(output: Path, checkpoint: dict, history: dict, summary: dict) -> None:
+  """Written beside the output, then renamed: no half-written run folder."""
+  import torch
+
+  tmp = output.with_name(f".{output.name}.tmp{os.getpid()}")
   try:
     tmp.mkdir(parents=True)
     torch.save(checkpoint, tmp / "policy.pt")
     plot(history, tmp / "loss.png")
     (tmp / "summary.json").write_text(json.dumps(summary, indent=2))
-    tmp.rename(args.output)
+    tmp.rename(output)
   except BaseException:
     shutil.rmtree(tmp, ignore_errors=True)
     raise
+
+
+def main(args: Args) -> int:
+  check_args(args)
+  data = load_data(args)
+  _, terms, sizes, action_dim, _, train_set, valid_set, shapes = data
+  start = time.perf_counter()
+  yaw_at = quarter_yaw_at(args, terms, sizes)
+  if shapes:
+    model, history = train_images(
+      args, train_set, valid_set, sizes, action_dim, yaw_at, shapes
+    )
+  else:
+    model, history = train(args, train_set, valid_set, sizes, action_dim, yaw_at)
+  seconds = time.perf_counter() - start
+  summary = run_summary(args, data, yaw_at, history, seconds)
+  write_run(args.output, policy_checkpoint(args, data, yaw_at, model), history, summary)
   valid = summary["final_valid_mse"]
   print(
     f"{train_set[2]} train demos ({len(train_set[0])} steps), {valid_set[2]} valid; "

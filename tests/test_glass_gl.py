@@ -184,7 +184,7 @@ def test_warp_numeric_calls_work_without_opengl(tmp_path):
 
 
 def _osmesa_loads() -> bool:
-  from mjlab_tasks.glass_push.examiner.pictures import library_loads
+  from mjlab_tasks.common.gl import library_loads
 
   return library_loads("OSMesa")
 
@@ -254,17 +254,18 @@ def test_only_a_missing_gl_context_is_no_offscreen_gl(monkeypatch):
   """NoOffscreenGL comes only from failing to make a GL context (the test
   that skips pictures relies on it); a failure after the context is made
   stays an ordinary error."""
+  from mjlab_tasks.common import gl
   from mjlab_tasks.glass_push.examiner import pictures as cw
 
   def no_context(*args):
     raise ImportError("libOSMesa.so: cannot open shared object file")
 
   monkeypatch.setattr(cw, "_picture_gl", "osmesa")
-  monkeypatch.setattr(cw, "_gl_failure", None)
-  monkeypatch.setattr(cw, "library_loads", lambda name: True)
+  monkeypatch.setattr(gl, "_failures", {})
+  monkeypatch.setattr(gl, "library_loads", lambda name: True)
   model = mujoco.MjModel.from_xml_string("<mujoco><worldbody/></mujoco>")
   monkeypatch.setattr(
-    cw.importlib, "import_module", lambda name: _fake_backend(no_context)
+    gl.importlib, "import_module", lambda name: _fake_backend(no_context)
   )
   with pytest.raises(NoOffscreenGL, match="libOSMesa.*libosmesa6"):
     cw.PoseRenderer(model).render(model.qpos0, "top_view", (8, 8), True)
@@ -272,9 +273,9 @@ def test_only_a_missing_gl_context_is_no_offscreen_gl(monkeypatch):
   def broken(*args):
     raise RuntimeError("a bug after the context")
 
-  monkeypatch.setattr(cw, "_gl_failure", None)
+  monkeypatch.setattr(gl, "_failures", {})
   monkeypatch.setattr(
-    cw.importlib, "import_module", lambda name: _fake_backend(_Context)
+    gl.importlib, "import_module", lambda name: _fake_backend(_Context)
   )
   monkeypatch.setattr(cw.mujoco, "MjrContext", broken)
   with pytest.raises(RuntimeError, match="a bug") as err:
@@ -285,11 +286,12 @@ def test_only_a_missing_gl_context_is_no_offscreen_gl(monkeypatch):
 def test_disabled_or_missing_backends_say_what_to_install(monkeypatch):
   """Without loading anything: MUJOCO_GL=disable and a missing library are
   NoOffscreenGL naming both headless packages."""
+  from mjlab_tasks.common import gl
   from mjlab_tasks.glass_push.examiner import pictures as cw
 
   model = mujoco.MjModel.from_xml_string("<mujoco><worldbody/></mujoco>")
-  monkeypatch.setattr(cw, "_gl_failure", None)
-  monkeypatch.setattr(cw, "library_loads", lambda name: False)
+  monkeypatch.setattr(gl, "_failures", {})
+  monkeypatch.setattr(gl, "library_loads", lambda name: False)
   for backend, first in (("disable", "libosmesa6"), ("egl", "libegl1")):
     monkeypatch.setattr(cw, "_picture_gl", backend)
     with pytest.raises(NoOffscreenGL) as err:

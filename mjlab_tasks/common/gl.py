@@ -1,6 +1,13 @@
-"""The suite's one OpenGL backend policy for MuJoCo's renderer: ``MUJOCO_GL``
-if set, else EGL with a GPU and OSMesa without; a missing library is one
-clear error naming the Debian package to install."""
+"""The suite's one OpenGL policy for MuJoCo's renderer.
+
+The backend: ``MUJOCO_GL`` if set; else the engine's headless backend
+(``traits(engine).picture_gl``: EGL for MuJoCo Warp, which runs on a GPU,
+OSMesa for the C engine); without an engine, EGL with CUDA and OSMesa
+without. Contexts are made here only (``open_gl_context``), loading OpenGL at
+the first picture; a missing library or a failed load is one clear error
+(``OffscreenGLError``) naming the Debian package to install, and a failed
+load is not retried (PyOpenGL can crash on a second try).
+"""
 
 from __future__ import annotations
 
@@ -12,18 +19,21 @@ import os
 GL_PACKAGES = {"osmesa": "libosmesa6", "egl": "libegl1"}
 GL_LIBRARIES = {"osmesa": "OSMesa", "egl": "EGL"}
 GL_MODULES = {"osmesa": "mujoco.osmesa", "egl": "mujoco.egl"}
-# mjlab sets MUJOCO_GL=egl unless it is set; without a GPU and EGL, OSMesa.
-_OTHER_BACKEND = {
-  "egl": ", or start with MUJOCO_GL=osmesa (package libosmesa6) without a GPU"
-}
+GL_OFF = ("disable", "disabled", "off", "false", "0")  # MuJoCo's "no GL" values
+_failures: dict[str, OffscreenGLError] = {}  # backend: its failed load
+
+
+class OffscreenGLError(RuntimeError):
+  """No offscreen OpenGL context can be made (the message says what to
+  install)."""
 
 
 def load_triton_before_gl() -> None:
   """Import triton, when installed, before Mesa's OpenGL loads: triton
-  imported after it kills the process (a segmentation fault while triton
-  loads: seen with triton 3.8 and Debian's libOSMesa, and with Mesa's EGL
-  without a GPU), and torch imports it lazily (an optimizer's first use),
-  long after the first picture."""
+  imported after libOSMesa kills the process (a segmentation fault while
+  triton loads; seen with triton 3.8 and Debian's libOSMesa), and torch
+  imports it lazily (an optimizer's first use), long after the first
+  picture."""
   import contextlib
   import sys
 
@@ -44,9 +54,23 @@ def _osmesa_loaded() -> bool:
     return False
 
 
+def default_backend(engine: str | None = None) -> str:
+  """The backend the policy above chooses (nothing is set or loaded)."""
+  chosen = os.environ.get("MUJOCO_GL", "").strip().lower()
+  if chosen:
+    return chosen
+  if engine is not None:
+    from mjlab_tasks.engine import traits
+
+    return traits(engine).picture_gl
+  import torch
+
+  return "egl" if torch.cuda.is_available() else "osmesa"
+
+
 def headless_gl() -> None:
-  """Headless rendering: EGL with a GPU, OSMesa (Debian libosmesa6) without,
-  or the headless backend ``MUJOCO_GL`` names.
+  """Set ``MUJOCO_GL`` to the chosen backend, for ``mujoco.Renderer`` (mjlab's
+  offscreen renderer).
 
   mujoco binds its OpenGL backend when first imported: with ``MUJOCO_GL``
   unset then, GLFW, which needs a display. A process that imported mujoco
@@ -54,12 +78,7 @@ def headless_gl() -> None:
   gets the headless backend switched in here, before its first
   ``mujoco.Renderer`` (the tools choose before importing mujoco).
   """
-  backend = os.environ.get("MUJOCO_GL", "").strip().lower()
-  if not backend:
-    import torch
-
-    backend = "egl" if torch.cuda.is_available() else "osmesa"
-    os.environ["MUJOCO_GL"] = backend
+  backend = os.environ["MUJOCO_GL"] = default_backend()
   if backend not in ("egl", "osmesa"):
     return
   from mujoco.rendering.classic import gl_context
@@ -74,34 +93,65 @@ def headless_gl() -> None:
     gl_context.GLContext = GLContext
 
 
-def choose_gl_backend() -> str:
-  """``MUJOCO_GL`` if set, else EGL with a GPU and OSMesa without."""
-  headless_gl()
-  return os.environ["MUJOCO_GL"].lower()
+def library_loads(name: str) -> bool:
+  """Whether lib<name> loads, tried as PyOpenGL tries it. Checked before
+  PyOpenGL is imported: PyOpenGL on Linux turns a missing library into
+  ``None`` and fails later with "'NoneType' object has no attribute
+  'glGetError'"; after that a second try can crash instead of raising."""
+  if ctypes.util.find_library(name) is None:
+    return False
+  for suffix in ["", *(f".{i}" for i in range(9, -1, -1))]:
+    try:
+      ctypes.CDLL(f"lib{name}.so{suffix}")
+    except OSError:
+      continue
+    return True
+  return False
 
 
-def open_gl_context(width: int, height: int):
-  """A current offscreen OpenGL context; a missing library is one clear error."""
-  backend = choose_gl_backend()
-  package = GL_PACKAGES.get(backend, "libosmesa6 (or libegl1 with a GPU)")
+def _error(who: str, backend: str, detail: str) -> OffscreenGLError:
+  """One line: what failed and what to install."""
+  if backend in GL_PACKAGES:
+    other = "egl" if backend == "osmesa" else "osmesa"
+    need = (
+      f"Install the Debian package {GL_PACKAGES[backend]} (apt-get install "
+      f"{GL_PACKAGES[backend]}), or use MUJOCO_GL={other} "
+      f"({GL_PACKAGES[other]}{', with a GPU' if other == 'egl' else ''})"
+    )
+  else:
+    need = (
+      "Use a display, or MUJOCO_GL=osmesa (Debian package libosmesa6) or "
+      "MUJOCO_GL=egl (libegl1, with a GPU)"
+    )
+  detail = " ".join(detail.split())
+  return OffscreenGLError(
+    f"{who} need offscreen OpenGL (MUJOCO_GL={backend}): {detail}. {need}."
+  )
+
+
+def open_gl_context(
+  width: int, height: int, backend: str | None = None, who: str = "C-engine cameras"
+):
+  """A current offscreen OpenGL context of ``backend`` (default: the
+  policy's); ``who`` names the user in the error."""
+  backend = backend or default_backend()
+  if backend in _failures:
+    raise _failures[backend]
+  if backend in GL_OFF:
+    raise _error(who, backend, "OpenGL is disabled")
   # Looked up first, as PyOpenGL looks it up: once PyOpenGL has failed to
   # load it, a later attempt can crash instead of raising.
   library = GL_LIBRARIES.get(backend)
-  if library and ctypes.util.find_library(library) is None:
-    raise RuntimeError(
-      f"C-engine cameras need OpenGL (MUJOCO_GL={backend}), but lib{library} "
-      f"is missing: install the Debian package {package} "
-      f"(apt-get install {package}){_OTHER_BACKEND.get(backend, '')}."
-    )
-  module = GL_MODULES.get(backend, "mujoco.glfw")
+  if library and not library_loads(library):
+    raise _error(who, backend, f"lib{library} is missing")
   try:
-    context = importlib.import_module(module).GLContext(width, height)
+    load_triton_before_gl()
+    module = importlib.import_module(GL_MODULES.get(backend, "mujoco.glfw"))
+    context = module.GLContext(width, height)
+    if getattr(context, "_context", True) is None:  # GLFW made no window
+      raise RuntimeError("no OpenGL context (no display?)")
     context.make_current()
-  except (ImportError, OSError, RuntimeError, AttributeError) as error:
-    detail = " ".join(str(error).split())
-    raise RuntimeError(
-      f"C-engine cameras need OpenGL (MUJOCO_GL={backend}), which failed: "
-      f"{detail}. Install the Debian package {package} (apt-get install "
-      f"{package}){_OTHER_BACKEND.get(backend, '')}."
-    ) from error
+  except Exception as err:  # noqa: BLE001 - any backend's failure to load
+    _failures[backend] = _error(who, backend, f"{type(err).__name__}: {err}")
+    raise _failures[backend] from err
   return context

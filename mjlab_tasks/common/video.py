@@ -22,7 +22,7 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
-from mjlab_tasks.common.gl import headless_gl
+from mjlab_tasks.common.gl import open_gl_context
 from mjlab_tasks.engine import copy_model
 
 
@@ -155,6 +155,118 @@ class PoseReplicaRecorder:
     )
 
 
+class PoseRenderer:
+  """Pictures of a model's poses, drawn in a replica ``MjData`` that is
+  never stepped (kinematics only: a filmed world is the same filmed or not).
+  The suite's one renderer of poses: the videos here and the glass
+  examiner's pictures. OpenGL is loaded at the first picture
+  (``open_gl_context``), not before."""
+
+  def __init__(self, model: mujoco.MjModel, who: str = "videos"):
+    self.model, self.who = model, who
+    self._replica: mujoco.MjData | None = None
+    self._gl = None  # (GL context, MjrContext) once the first picture is drawn
+    self._scenes: dict = {}  # one per camera
+
+  def backend(self) -> str | None:
+    """The OpenGL backend (None: the suite's policy)."""
+    return None
+
+  def _context(self):
+    if self._gl is None:
+      g = self.model.vis.global_
+      context = open_gl_context(g.offwidth, g.offheight, self.backend(), self.who)
+      mjr = mujoco.MjrContext(self.model, mujoco.mjtFontScale.mjFONTSCALE_150)
+      mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, mjr)
+      self._gl = (context, mjr)
+    context, mjr = self._gl
+    context.make_current()  # several renderers can share one process
+    return mjr
+
+  def pose(self, qpos, mocap_pos=None, mocap_quat=None) -> mujoco.MjData:
+    """The replica at ``qpos`` (and mocap poses): kinematics, cameras and
+    lights only."""
+    if self._replica is None:
+      self._replica = mujoco.MjData(self.model)
+    rep = self._replica
+    rep.qpos[:] = qpos
+    if mocap_pos is not None and np.size(mocap_pos):
+      rep.mocap_pos[:] = mocap_pos
+      rep.mocap_quat[:] = mocap_quat
+    mujoco.mj_kinematics(self.model, rep)
+    mujoco.mj_camlight(self.model, rep)
+    return rep
+
+  def _scene(self, camera, option: mujoco.MjvOption | None) -> mujoco.MjvScene:
+    """The posed replica seen from ``camera`` (a camera's name, or a free
+    ``MjvCamera``); each camera has its own scene."""
+    if isinstance(camera, str):
+      cam = mujoco.MjvCamera()
+      cam.type = mujoco.mjtCamera.mjCAMERA_FIXED
+      cam.fixedcamid = self.model.camera(camera).id
+    else:
+      cam = camera
+    key = camera if isinstance(camera, str) else None
+    if key not in self._scenes:
+      self._scenes[key] = mujoco.MjvScene(self.model, maxgeom=10000)
+    scene = self._scenes[key]
+    option = option if option is not None else mujoco.MjvOption()
+    mujoco.mjv_updateScene(
+      self.model, self._replica, option, None, cam, mujoco.mjtCatBit.mjCAT_ALL, scene
+    )
+    return scene
+
+  def render(
+    self,
+    qpos,
+    camera,
+    size: tuple[int, int],
+    option: mujoco.MjvOption | None = None,
+    mocap: tuple | None = None,
+    background: np.ndarray | None = None,
+  ) -> np.ndarray:
+    """RGB uint8 [H, W, 3] of pose ``qpos`` from ``camera`` at ``size`` (W,
+    H), drawing the geom groups ``option`` enables (default: MuJoCo's);
+    ``background`` [H, W, 3] where nothing is drawn."""
+    width, height = size
+    g = self.model.vis.global_
+    if width > g.offwidth or height > g.offheight:
+      raise ValueError(
+        f"{size} exceeds the offscreen buffer {g.offwidth}x{g.offheight}"
+      )
+    mjr = self._context()
+    self.pose(qpos, *(mocap or (None, None)))
+    scene = self._scene(camera, option)
+    rgb = self._draw(scene, mjr, width, height)
+    if background is not None:
+      flags = (mujoco.mjtRndFlag.mjRND_SEGMENT, mujoco.mjtRndFlag.mjRND_IDCOLOR)
+      for flag in flags:
+        scene.flags[flag] = True
+      ids = self._draw(scene, mjr, width, height).astype(np.uint32)
+      for flag in flags:
+        scene.flags[flag] = False
+      empty = (ids[..., 0] + (ids[..., 1] << 8) + (ids[..., 2] << 16)) == 0
+      rgb = np.where(empty[..., None], background, rgb)
+    return rgb
+
+  @staticmethod
+  def _draw(scene, mjr, width: int, height: int) -> np.ndarray:
+    rect = mujoco.MjrRect(0, 0, width, height)
+    mujoco.mjr_render(rect, scene, mjr)
+    rgb = np.empty((height, width, 3), dtype=np.uint8)
+    mujoco.mjr_readPixels(rgb, None, rect, mjr)
+    return np.flipud(rgb).copy()
+
+  def close(self) -> None:
+    if self._gl is not None:
+      context, mjr = self._gl
+      context.make_current()
+      mjr.free()
+      context.free()
+    self._gl = None
+    self._scenes.clear()
+
+
 def posed_frames(
   model: mujoco.MjModel,
   qpos: np.ndarray,
@@ -190,7 +302,6 @@ def render_poses(
   """Render recorded poses (qpos [n_envs, frames, nq]) to mp4 files: one per
   environment and view (``<prefix>_<env>.mp4`` for a single view, else
   ``<prefix>_<env>_<view>.mp4``). Kinematics only: nothing is simulated."""
-  headless_gl()
   mediapy = mediapy_with_ffmpeg()
   paths = []
   width = max(v.width for v in views)
@@ -228,19 +339,20 @@ def render_poses(
         model.geom_pos[planes] = [origins[k][0] + cx, origins[k][1] + cy, 0.0]
         model.geom_size[planes] = [hx, hy, 0.05]
       # After the plane is sized: the rendering context bakes plane geometry.
-      renderer = mujoco.Renderer(model, height=view.height, width=view.width)
-      frames = []
+      renderer = PoseRenderer(model)
       mp = mocap_pos[k] if mocap_pos is not None and mocap_pos.size else None
       mq = mocap_quat[k] if mocap_quat is not None and mocap_quat.size else None
-      for data in posed_frames(model, qpos[k], mp, mq):
-        renderer.update_scene(data, camera=cam, scene_option=option)
-        image = renderer.render()
-        if background is not None:
-          renderer.enable_segmentation_rendering()
-          segment = renderer.render()[..., 0]
-          renderer.disable_segmentation_rendering()
-          image = np.where((segment < 0)[..., None], background, image)
-        frames.append(image)
+      frames = [
+        renderer.render(
+          qpos[k][f],
+          cam,
+          (view.width, view.height),
+          option,
+          None if mp is None else (mp[f], mq[f]),
+          background,
+        )
+        for f in range(qpos[k].shape[0])
+      ]
       suffix = f"_{view.name}" if len(views) > 1 else ""
       path = out_dir / f"{prefix}_{int(env_id):03d}{suffix}.mp4"
       renderer.close()

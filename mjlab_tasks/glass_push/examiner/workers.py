@@ -14,6 +14,7 @@ import multiprocessing as mp
 import os
 import threading
 
+from mjlab_tasks.common.gl import default_backend
 from mjlab_tasks.engine import ENGINES, traits
 from mjlab_tasks.glass_push.examiner.server import serve
 from mjlab_tasks.glass_push.rules.errors import BudgetSpent, NoOffscreenGL
@@ -39,15 +40,10 @@ def raise_reply(reply, table: int):
 
 
 def _picture_gl(engine: str) -> str:
-  """The OpenGL backend for a worker's pictures: the user's ``MUJOCO_GL``,
-  else GLFW with a display, else headless: EGL for the Warp worker (it
-  imports torch; OSMesa with torch can crash), OSMesa for the C one."""
-  chosen = os.environ.get("MUJOCO_GL", "").strip().lower()
-  if chosen:
-    return chosen
-  if os.environ.get("DISPLAY"):
-    return "glfw"
-  return traits(engine).picture_gl
+  """The OpenGL backend for a worker's pictures, by the suite's policy: the
+  user's ``MUJOCO_GL``, else the engine's headless one (EGL for the Warp
+  worker, OSMesa for the C one)."""
+  return default_backend(engine)
 
 
 def _start_without_gl(proc) -> None:
