@@ -24,11 +24,14 @@ import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn, TypeVar
+from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 import tyro
 
-from mjlab_tasks.engine import Engine
+# Imported lazily: check_lerobot_dataset.py runs where the suite is not
+# installed (lerobot's own environment).
+if TYPE_CHECKING:
+  from mjlab_tasks.engine import Engine
 
 T = TypeVar("T")
 
@@ -37,8 +40,10 @@ def _load_triton_before_osmesa() -> None:
   """With ``MUJOCO_GL=osmesa`` in the environment, importing mujoco loads
   OSMesa: triton first (``mjlab_tasks.common.gl.load_triton_before_gl``)."""
   if os.environ.get("MUJOCO_GL") == "osmesa" and "mujoco" not in sys.modules:
-    from mjlab_tasks.common.gl import load_triton_before_gl
-
+    try:
+      from mjlab_tasks.common.gl import load_triton_before_gl
+    except ImportError:  # lerobot's environment: no suite, no OpenGL use
+      return
     load_triton_before_gl()
 
 

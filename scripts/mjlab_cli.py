@@ -13,8 +13,12 @@ from __future__ import annotations
 import sys
 import warnings
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from cli_args import Engine, check_engine, fail
+from cli_args import check_engine, fail
+
+if TYPE_CHECKING:
+  from mjlab_tasks.engine import Engine
 
 
 def split_flag(argv: list[str], flag: str) -> tuple[str | None, list[str]]:

@@ -91,3 +91,13 @@ def test_the_checks_see_a_leak_and_a_wrong_import(tmp_path):
   sample = 'if engine == "mujoco":\n  d = env.sim._worlds[0]\n'
   hits = [w for w, p in LEAKS.items() if p.search(sample)]
   assert hits == ["reads the C engine's worlds", "branches on an engine's name"]
+
+
+@pytest.mark.parametrize("script", ["cli_args.py", "check_lerobot_dataset.py"])
+def test_the_lerobot_check_needs_no_suite(script):
+  """check_lerobot_dataset.py runs in lerobot's own environment, where the
+  suite is not installed: it and the flag helpers it imports load nothing of
+  the suite when imported."""
+  tree = ast.parse((ROOT / "scripts" / script).read_text())
+  suite = [m for m in _module_level_imports(tree) if m.split(".")[0] in ALLOWED]
+  assert not suite, suite

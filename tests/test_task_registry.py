@@ -38,6 +38,30 @@ def test_suite_tasks_registered():
     assert task in list_tasks()
 
 
+def test_the_library_registry_holds_every_task():
+  """``mjlab_tasks.registry.TASKS``, what the tools look tasks up in, names
+  the tasks mjlab registers; each factory builds its task's configuration,
+  the play one as mjlab's registry holds it; each demonstration task
+  rebuilds from the settings a file records."""
+  from mjlab_tasks.registry import DEMO_TASKS, TASKS, demo_task_from_env_args
+
+  assert tuple(TASKS) == SUITE_TASKS
+  for task_id, task in TASKS.items():
+    assert task.task_id == task_id
+    ours = task.env_cfg(num_envs=1, play=True)
+    assert list(ours.observations["actor"].terms) == list(
+      load_env_cfg(task_id, play=True).observations["actor"].terms
+    )
+    assert (task.expert is None) == (task_id == "GlassPush-UR5-RG2")
+  assert DEMO_TASKS == ("CubeTray-UR5-RG2", "BinPick-UR5-RG2")
+  settings = {"CubeTray-UR5-RG2": (240,), "BinPick-UR5-RG2": (600, 6, 0.14, 0.06, 3)}
+  for task_id in DEMO_TASKS:
+    demo = TASKS[task_id].demo_task(*settings[task_id])
+    recorded = {"env_name": task_id, "env_kwargs": demo.env_kwargs}
+    again = demo_task_from_env_args(recorded)
+    assert again.task_id == task_id and again.env_kwargs == demo.env_kwargs
+
+
 def test_importing_the_packages_imports_no_mjlab():
   """The suite's packages (what a solution process imports, e.g. the glass
   examiner's client) import neither mjlab nor torch; they register the

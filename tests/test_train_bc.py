@@ -39,6 +39,7 @@ from mjlab_tasks.policies import (  # noqa: E402
   bc_checkpoint,
   quarter_yaw,
 )
+from mjlab_tasks.policies.bc_training import actor_terms  # noqa: E402
 
 TASK_ORDER = [  # The task's actor terms, in the environment's order.
   "joint_pos",
@@ -83,7 +84,7 @@ def demos(tmp_path_factory) -> Path:
 def test_actor_terms_are_the_environments_order(demos):
   with h5py.File(demos) as f:
     args = json.loads(f["data"].attrs["env_args"])
-  assert train_bc.actor_terms(args) == TASK_ORDER
+  assert actor_terms(args) == TASK_ORDER
 
 
 def test_trained_policy_is_scored(demos, tmp_path, capsys):
