@@ -48,17 +48,23 @@ class Args:
   """Demonstrations in the robomimic layout (collect_demos.py's HDF5 file)."""
   output: Path
   """Folder for policy.pt, loss.png and summary.json; must not exist."""
-  epochs: int = 100
-  """Passes over the training demos."""
-  batch_size: int = 256
-  """Samples (steps) per gradient step."""
+  epochs: int | None = None
+  """Passes over the training demos. Default: the task's preset (100), else
+  100. Every recipe flag left unset takes the task's preset: the recipe
+  measured best for it (docs/demonstrations.md; CubeTray-UR5-RG2: --epochs
+  100 --batch-size 512 --hidden 512 512 512 --chunk 8 --quarter-yaw
+  cube_quat --yaw-reference tcp_pose), recorded in the checkpoint."""
+  batch_size: int | None = None
+  """Samples (steps) per gradient step. Default: the task's preset, else 256."""
   lr: float = 1e-3
   """Adam learning rate at the start; cosine decay to 0 over the epochs."""
-  hidden: tuple[int, ...] = (256, 256, 256)
-  """Width of each hidden layer of the MLP."""
-  chunk: int = 1
+  hidden: tuple[int, ...] | None = None
+  """Width of each hidden layer of the MLP. Default: the task's preset, else
+  256 256 256."""
+  chunk: int | None = None
   """Actions predicted per observation (1: this step's only). Past an
-  episode's end a chunk repeats its last action."""
+  episode's end a chunk repeats its last action. Default: the task's preset,
+  else 1."""
   obs_keys: tuple[str, ...] | None = None
   """Actor observation terms the network reads. Default: every actor term but
   ``actions`` (the previous action): a network that sees it learns to repeat
@@ -73,25 +79,31 @@ class Args:
   """An observation term holding a quaternion (w, x, y, z), e.g. cube_quat,
   whose yaw modulo 90 degrees is also fed to the network as sin and cos of 4
   times the yaw: a square cube's grasp yaw repeats every 90 degrees, so the
-  expert's turn direction jumps with the raw quaternion. Default: none."""
+  expert's turn direction jumps with the raw quaternion. ``none``: no such
+  input. Default: the task's preset when its term is among the inputs,
+  else none."""
   yaw_reference: str | None = None
   """With --quarter-yaw: a term ending in a quaternion (a 4-value term, or a
   7-value pose, e.g. tcp_pose) whose yaw the --quarter-yaw term's yaw is
   taken relative to: the tool's turn to the cube's nearest face pair, which
-  decides the expert's turn direction."""
+  decides the expert's turn direction. ``none``: absolute. Default: with
+  the preset's --quarter-yaw, its reference."""
   seed: int = 0
   """Seed of the network's initialization and the batch order."""
   device: str = "cpu"
   """Where to train: cpu, or cuda[:N] when there is one."""
 
 
-def check_args(args: Args) -> None:
-  """Every flag checked before the file is read."""
+def check_args(args: Args) -> Args:
+  """Every flag checked before the file is read; the recipe with the
+  file's task preset filled in (``args.preset``: the task and the fields it
+  gave, None when it gave none)."""
   check_file(args.demos, "DEMOS")
   with args.demos.open("rb") as f:
     if f.read(len(HDF5_SIGNATURE)) != HDF5_SIGNATURE:
       fail(f"DEMOS {args.demos} is not an HDF5 file.")
   check_new_folder(args.output)
+  args = with_preset(args)
   check_at_least(1, epochs=args.epochs, batch_size=args.batch_size, chunk=args.chunk)
   check_at_least(0, seed=args.seed)
   if not args.lr > 0 or args.lr != args.lr or args.lr == float("inf"):
@@ -110,10 +122,27 @@ def check_args(args: Args) -> None:
     from cli_args import check_device
 
     check_device(args.device)
+  return args
+
+
+def with_preset(args: Args) -> Args:
+  """Unset recipe flags from the task's preset (mjlab_tasks.policies.bc_training)."""
+  import dataclasses
+
+  from mjlab_tasks.policies.bc_training import file_task, resolve_recipe
+
+  try:
+    task = file_task(args.demos)
+  except OSError:
+    task = None  # an unreadable file: reading its data says why
+  fields, from_preset = resolve_recipe(args, task)
+  resolved = dataclasses.replace(args, **fields)
+  resolved.preset = {"task": task, "fields": from_preset} if from_preset else None
+  return resolved
 
 
 def main(args: Args) -> int:
-  check_args(args)
+  args = check_args(args)
   from mjlab_tasks.policies.bc_training import (
     BcDataError,
     load_data,

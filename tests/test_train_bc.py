@@ -126,6 +126,29 @@ def test_trained_policy_is_scored(demos, tmp_path, capsys):
     assert message in one_line_error(capsys), name
 
 
+def test_unset_recipe_flags_take_the_tasks_preset(demos, tmp_path):
+  """The plain command trains the task's best measured recipe (its preset,
+  recorded in the checkpoint); a flag given, or ``none``, overrides it."""
+  from mjlab_tasks.policies.bc_training import PRESETS
+
+  preset = PRESETS["CubeTray-UR5-RG2"]
+  assert train(demos, tmp_path / "plain", "--epochs", "1") == 0
+  ckpt = bc_checkpoint(tmp_path / "plain" / "policy.pt")
+  assert ckpt["chunk"] == preset["chunk"]
+  assert tuple(ckpt["hidden"]) == preset["hidden"]
+  assert ckpt["quarter_yaw_at"] is not None and ckpt["yaw_reference_at"] is not None
+  fields = ["batch_size", "hidden", "chunk", "quarter_yaw", "yaw_reference"]
+  assert ckpt["preset"] == {"task": "CubeTray-UR5-RG2", "fields": fields}
+  flags = ["--epochs", "1", "--chunk", "2", "--hidden", "16", "--quarter-yaw", "none"]
+  assert train(demos, tmp_path / "mine", *flags) == 0
+  ckpt = bc_checkpoint(tmp_path / "mine" / "policy.pt")
+  assert ckpt["chunk"] == 2 and ckpt["hidden"] == [16]
+  assert ckpt["quarter_yaw_at"] is None and ckpt["yaw_reference_at"] is None
+  assert ckpt["preset"] == {"task": "CubeTray-UR5-RG2", "fields": ["batch_size"]}
+  summary = json.loads((tmp_path / "mine" / "summary.json").read_text())
+  assert summary["preset"] == ckpt["preset"]
+
+
 def test_refusals(demos, tmp_path, capsys):
   no_actions = tmp_path / "no_actions.hdf5"
   shutil.copy(demos, no_actions)
@@ -149,7 +172,10 @@ def test_refusals(demos, tmp_path, capsys):
     assert not (tmp_path / "run").exists()
   for flags, message in (
     (["--quarter-yaw", "joint_pos"], "--quarter-yaw joint_pos: not a 4-value term"),
-    (["--yaw-reference", "tcp_pose"], "--yaw-reference needs --quarter-yaw"),
+    (
+      ["--quarter-yaw", "none", "--yaw-reference", "tcp_pose"],
+      "--yaw-reference needs --quarter-yaw",
+    ),
     (
       ["--quarter-yaw", "cube_quat", "--yaw-reference", "joint_pos"],
       "--yaw-reference joint_pos: not a 4 or 7-value term",
