@@ -53,3 +53,24 @@ def test_the_evaluator_runs_it_in_place_of_the_expert(tmp_path):
   report = json.loads((out_dir / "report.json").read_text())
   assert report["controller"] == f"policy checkpoint {model}"
   assert report["summary"]["episodes"] == 2
+
+
+BC_DIR = ROOT / "policies" / "cube_tray_bc"
+
+
+def test_the_shipped_behaviour_cloning_policy_runs_in_the_evaluator(tmp_path):
+  """policies/cube_tray_bc/: small, its record names the task's preset, and
+  the evaluator runs it (a short episode; its success is measured in its
+  README and docs/demonstrations.md, not here)."""
+  model = BC_DIR / "policy.pt"
+  assert model.stat().st_size < 5 * 2**20
+  summary = json.loads((BC_DIR / "summary.json").read_text())
+  assert summary["preset"]["task"] == "CubeTray-UR5-RG2"
+  assert len(summary["source"]["commit"]) == 40
+  out_dir = tmp_path / "eval"
+  argv = ["--policy", str(model), "--num-envs", "2", "--episodes", "2"]
+  argv += ["--max-steps", "20", "--device", "cpu", "--output", str(out_dir)]
+  result = run_script("evaluate_cube_tray.py", *argv)
+  assert result.returncode == 0, result.stderr[-3000:]
+  report = json.loads((out_dir / "report.json").read_text())
+  assert report["summary"]["episodes"] == 2
