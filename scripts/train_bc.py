@@ -49,11 +49,13 @@ class Args:
   output: Path
   """Folder for policy.pt, loss.png and summary.json; must not exist."""
   epochs: int | None = None
-  """Passes over the training demos. Default: the task's preset (100), else
-  100. Every recipe flag left unset takes the task's preset: the recipe
-  measured best for it (docs/demonstrations.md; CubeTray-UR5-RG2: --epochs
-  100 --batch-size 512 --hidden 512 512 512 --chunk 8 --quarter-yaw
-  cube_quat --yaw-reference tcp_pose), recorded in the checkpoint."""
+  """Passes over the training demos. Default: the task's preset, which sizes
+  them to its gradient steps (CubeTray-UR5-RG2: about 29,100, so 100 epochs
+  for 1,000 demonstrations and about 500 for 200), else 100. Every recipe
+  flag left unset takes the task's preset, the recipe measured best for it
+  (docs/demonstrations.md; CubeTray-UR5-RG2: --batch-size 512 --hidden 512
+  512 512 --chunk 8 --quarter-yaw cube_quat --yaw-reference tcp_pose),
+  recorded in the checkpoint."""
   batch_size: int | None = None
   """Samples (steps) per gradient step. Default: the task's preset, else 256."""
   lr: float = 1e-3
@@ -125,6 +127,14 @@ def check_args(args: Args) -> Args:
   return args
 
 
+def with_epochs(args: Args, epochs: int) -> Args:
+  import dataclasses
+
+  resolved = dataclasses.replace(args, epochs=epochs)
+  resolved.preset = args.preset
+  return resolved
+
+
 def with_preset(args: Args) -> Args:
   """Unset recipe flags from the task's preset (mjlab_tasks.policies.bc_training)."""
   import dataclasses
@@ -145,6 +155,7 @@ def main(args: Args) -> int:
   args = check_args(args)
   from mjlab_tasks.policies.bc_training import (
     BcDataError,
+    epochs_for,
     load_data,
     policy_checkpoint,
     quarter_yaw_at,
@@ -158,6 +169,9 @@ def main(args: Args) -> int:
     data = load_data(args)
   except BcDataError as err:
     fail(str(err))
+  if args.epochs is None:  # the task's preset: sized to the data
+    epochs = epochs_for(args.preset["task"], len(data[5][0]), args.batch_size)
+    args = with_epochs(args, epochs)
   _, terms, sizes, action_dim, _, train_set, valid_set, shapes = data
   start = time.perf_counter()
   yaw_at = quarter_yaw_at(args, terms, sizes)

@@ -322,3 +322,25 @@ def test_quarter_yaw_relative_to_a_tool_pose(rng):
   expected = torch.tensor(np.stack([np.sin(4 * turn), np.cos(4 * turn)], -1))
   got = quarter_yaw(obs, 7, reference_at=3).double()
   torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
+
+
+def test_the_preset_sizes_epochs_to_its_gradient_steps():
+  """Unset --epochs: as many epochs as make the preset's gradient steps over
+  the training samples (the measured runs: 100 epochs of 148,887 samples,
+  and about 500 of 29,746, both at batch 512)."""
+  from mjlab_tasks.policies.bc_training import PRESETS, epochs_for, resolve_recipe
+
+  steps = PRESETS["CubeTray-UR5-RG2"]["gradient_steps"]
+  assert epochs_for("CubeTray-UR5-RG2", 148_887, 512) == 100
+  assert abs(epochs_for("CubeTray-UR5-RG2", 29_746, 512) - 500) <= 10
+  for samples in (1, 511, 512, 513, 100_000):
+    epochs = epochs_for("CubeTray-UR5-RG2", samples, 512)
+    assert abs(epochs * -(-samples // 512) - steps) <= -(-samples // 512) / 2 + 1
+  unset = SimpleNamespace(
+    epochs=None, batch_size=None, hidden=None, chunk=None, quarter_yaw=None,
+    yaw_reference=None, obs_keys=None,
+  )  # fmt: skip
+  fields, from_preset = resolve_recipe(unset, "CubeTray-UR5-RG2")
+  assert fields["epochs"] is None and "epochs" in from_preset
+  fields, from_preset = resolve_recipe(unset, "BinPick-UR5-RG2")  # no preset
+  assert fields["epochs"] == 100 and from_preset == []
