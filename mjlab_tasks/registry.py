@@ -12,7 +12,7 @@ Importing this module is light: factories import mjlab when called.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -49,6 +49,36 @@ class DemoTask:
   expert_name: str = ""
 
 
+def _cube_tray_cfg(**kwargs):
+  from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
+
+  return cube_tray_env_cfg(**kwargs)
+
+
+def _bin_pick_cfg(**kwargs):
+  from mjlab_tasks.bin_pick.env_cfg import bin_pick_env_cfg
+
+  return bin_pick_env_cfg(**kwargs)
+
+
+def _glass_push_cfg(**kwargs):
+  from mjlab_tasks.glass_push.env_cfg import glass_push_env_cfg
+
+  return glass_push_env_cfg(**kwargs)
+
+
+def _bin_pick_expert(env):
+  from experts.bin_pick.expert import BinPickExpert
+
+  return BinPickExpert(env)
+
+
+def _cube_tray_expert(env):
+  from experts.cube_tray import CubeTrayExpert
+
+  return CubeTrayExpert(env)
+
+
 def _steps_to_seconds(cfg, steps: int) -> float:
   return steps * cfg.decimation * cfg.sim.mujoco.timestep
 
@@ -62,8 +92,6 @@ def _with_cameras(env_kwargs: dict, cameras: tuple[str, ...]) -> dict:
 def cube_tray_demo_task(
   max_steps: int | None, cameras: tuple[str, ...] = ()
 ) -> DemoTask:
-  from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
-
   env_kwargs = {
     "play": True,
     "arm_action": "cartesian",
@@ -72,7 +100,7 @@ def cube_tray_demo_task(
   }
 
   def make_cfg(kwargs: dict, num_envs: int):
-    cfg = cube_tray_env_cfg(
+    cfg = _cube_tray_cfg(
       play=kwargs["play"],
       arm_action=kwargs["arm_action"],
       randomize=kwargs["randomize"],
@@ -109,9 +137,7 @@ def cube_tray_demo_task(
 def make_cube_tray_expert(env):
   """The cube-in-tray expert; it acts in the task's Cartesian action space
   because the environment's arm term is Cartesian (it picks its mode from it)."""
-  from experts.cube_tray import CubeTrayExpert
-
-  expert = CubeTrayExpert(env)
+  expert = _cube_tray_expert(env)
   if expert.mode != "cartesian":
     raise ValueError("demonstrations need the task's Cartesian arm actions")
   expert.reset()
@@ -126,8 +152,6 @@ def bin_pick_demo_task(
   object_seed: int,
   cameras: tuple[str, ...] = (),
 ) -> DemoTask:
-  from mjlab_tasks.bin_pick.env_cfg import bin_pick_env_cfg
-
   env_kwargs = {
     "play": True,
     "objects": objects,
@@ -138,7 +162,7 @@ def bin_pick_demo_task(
   }
 
   def make_cfg(kwargs: dict, num_envs: int, pour_seed: int = 0):
-    cfg = bin_pick_env_cfg(
+    cfg = _bin_pick_cfg(
       play=kwargs["play"],
       objects=kwargs["objects"],
       bin_width=kwargs["bin_width"],
@@ -176,16 +200,11 @@ def bin_pick_demo_task(
       outcome = "finished"  # The controller stopped: nothing left it can grasp.
     return EpisodeVerdict(success, outcome, " ".join(undelivered))
 
-  def make_expert(env):
-    from experts.bin_pick.expert import BinPickExpert
-
-    return BinPickExpert(env)
-
   return DemoTask(
     task_id="BinPick-UR5-RG2",
     env_kwargs=_with_cameras(env_kwargs, cameras),
     make_cfg=make_cfg,
-    make_expert=make_expert,
+    make_expert=_bin_pick_expert,
     judge=judge,
     one_episode_per_build=True,
     expert_finished=lambda expert: expert.done,
@@ -212,36 +231,6 @@ def demo_task_from_env_args(args: dict) -> DemoTask:
   return task
 
 
-def _cube_tray_cfg(**kwargs):
-  from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
-
-  return cube_tray_env_cfg(**kwargs)
-
-
-def _bin_pick_cfg(**kwargs):
-  from mjlab_tasks.bin_pick.env_cfg import bin_pick_env_cfg
-
-  return bin_pick_env_cfg(**kwargs)
-
-
-def _glass_push_cfg(**kwargs):
-  from mjlab_tasks.glass_push.env_cfg import glass_push_env_cfg
-
-  return glass_push_env_cfg(**kwargs)
-
-
-def _bin_pick_expert(env):
-  from experts.bin_pick.expert import BinPickExpert
-
-  return BinPickExpert(env)
-
-
-def _cube_tray_expert(env):
-  from experts.cube_tray import CubeTrayExpert
-
-  return CubeTrayExpert(env)
-
-
 @dataclass(frozen=True)
 class Task:
   """One task of the suite."""
@@ -254,8 +243,6 @@ class Task:
   task's solutions run through its examiner instead)."""
   demo_task: Callable[..., DemoTask] | None = None
   """Demonstration settings to a ``DemoTask`` (None: no demonstrations)."""
-  doc: str = ""
-  aliases: tuple[str, ...] = field(default=())
 
 
 TASKS: dict[str, Task] = {
@@ -264,17 +251,13 @@ TASKS: dict[str, Task] = {
     _cube_tray_cfg,
     _cube_tray_expert,
     cube_tray_demo_task,
-    "docs/cube_tray.md",
   ),
   "BinPick-UR5-RG2": Task(
     "BinPick-UR5-RG2",
     _bin_pick_cfg,
     _bin_pick_expert,
     bin_pick_demo_task,
-    "docs/bin_pick.md",
   ),
-  "GlassPush-UR5-RG2": Task(
-    "GlassPush-UR5-RG2", _glass_push_cfg, None, None, "docs/glass_push.md"
-  ),
+  "GlassPush-UR5-RG2": Task("GlassPush-UR5-RG2", _glass_push_cfg, None, None),
 }
 DEMO_TASKS = tuple(t for t, task in TASKS.items() if task.demo_task is not None)

@@ -1,31 +1,12 @@
-"""Export expert demonstrations (robomimic-layout HDF5) as a LeRobotDataset v3.0.
+"""Export demonstrations (robomimic-layout HDF5) as a LeRobotDataset v3.0.
 
-Reads what ``collect_demos.py`` writes (``data/demo_K`` with ``obs/<key>``,
-``actions``, ``rewards``, ``dones`` and the attributes ``success``,
-``outcome``, ``reason``, ``seed``) and writes the layout that lerobot 0.4
-loads with ``LeRobotDataset(repo_id, root=DIR)``, with pyarrow only:
-
-  DIR/meta/info.json          codebase_version v3.0, fps, features, paths
-  DIR/meta/stats.json         per-feature min/max/mean/std/count/q01..q99
-  DIR/meta/tasks.parquet      the task text (pandas index) -> task_index
-  DIR/meta/episodes/chunk-000/file-000.parquet   one row per episode
-  DIR/data/chunk-000/file-000.parquet            one row per frame
-  DIR/videos/observation.images.<cam>/chunk-000/file-000.mp4  (cameras only)
-  DIR/README.md               dataset card with the source's env_args
-
-Per frame: ``observation.state`` (every non-image observation term,
-concatenated in the file's order; ``names`` tell the slices), ``action``,
-``next.reward``, ``next.done``, ``next.success``. Camera observations
-(``obs/<cam>_rgb``, uint8 [T, H, W, 3]) become AV1 videos as lerobot encodes
-them (libsvtav1, yuv420p, g=2, crf=30), through imageio-ffmpeg's ffmpeg.
+The export is ``mjlab_tasks.demos.export_lerobot`` (its module,
+``mjlab_tasks/demos/lerobot.py``, describes the layout written; see also
+docs/lerobot.md); this tool checks the flags and prints the result.
 
   python scripts/export_lerobot.py demos.hdf5 --output datasets/cube_tray
 
 Needs the optional extra: pip install 'manipulation-suite[lerobot]'.
-The layout follows lerobot 0.4.4 (lerobot/datasets/utils.py,
-lerobot_dataset.py, compute_stats.py, video_utils.py); docs/lerobot.md.
-The export is ``mjlab_tasks.demos.export_lerobot``; this tool checks the
-flags and prints the result.
 """
 
 from __future__ import annotations

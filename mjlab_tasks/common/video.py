@@ -274,16 +274,15 @@ def posed_frames(
   mocap_quat: np.ndarray | None,
 ) -> Iterator[mujoco.MjData]:
   """The replica posed at each recorded frame of one environment (kinematics
-  only: nothing is simulated). ``qpos`` is [frames, nq]."""
-  data = mujoco.MjData(model)
+  only: nothing is simulated; ``PoseRenderer.pose``). ``qpos`` is [frames,
+  nq]; the same ``MjData`` is yielded each time."""
+  replica = PoseRenderer(model)  # posing needs no OpenGL
+  has_mocap = mocap_pos is not None and mocap_pos.size
   for f in range(qpos.shape[0]):
-    data.qpos[:] = qpos[f]
-    if mocap_pos is not None and mocap_pos.size:
-      data.mocap_pos[:] = mocap_pos[f]
-      data.mocap_quat[:] = mocap_quat[f]
-    mujoco.mj_kinematics(model, data)
-    mujoco.mj_camlight(model, data)
-    yield data
+    if has_mocap:
+      yield replica.pose(qpos[f], mocap_pos[f], mocap_quat[f])
+    else:
+      yield replica.pose(qpos[f])
 
 
 def render_poses(

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mjlab_tasks.demos.format import DemoWriter, Episode
+from mjlab_tasks.demos.format import DemoWriter
 from mjlab_tasks.demos.rollouts import ACTOR, CAMERA
 from mjlab_tasks.registry import DemoTask
 
@@ -235,17 +235,7 @@ class Collector:
       extra = {}
       if self.task.one_episode_per_build:
         extra["pour_seed"] = rec.seed - rec.env
-      self.writer.add(
-        Episode(
-          seed=rec.seed,
-          env=rec.env,
-          success=verdict.success,
-          outcome=verdict.outcome,
-          reason=verdict.reason,
-          attrs=extra,
-          **rec.arrays(),
-        )
-      )
+      self.writer.add(rec.episode(verdict, extra))
       self.kept += 1
     if self.on_episode is not None:
       self.on_episode(self, kept)

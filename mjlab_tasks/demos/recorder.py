@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mjlab_tasks.demos.format import DemoWriter, Episode
+from mjlab_tasks.demos.format import DemoWriter
 from mjlab_tasks.demos.rollouts import (
   EpisodeSeeds,
   Recording,
@@ -272,17 +272,7 @@ class Recorder:
     self.seeds.append(rec.seed)
     if self.only_success and not verdict.success:
       return
-    self.writer.add(
-      Episode(
-        seed=rec.seed,
-        env=rec.env,
-        success=verdict.success,
-        outcome=verdict.outcome,
-        reason=verdict.reason,
-        attrs=self.attrs,
-        **rec.arrays(),
-      )
-    )
+    self.writer.add(rec.episode(verdict, self.attrs))
 
   def _cut(self) -> None:
     """The episodes still running, written as they are or dropped."""

@@ -150,6 +150,20 @@ class Recording:
   not as next_obs: the frame after the last action is not in the recorded
   states, so a re-render from states could not make it."""
 
+  def episode(self, verdict: EpisodeVerdict, attrs: dict):
+    """The recorded episode, as the demonstration file stores it."""
+    from mjlab_tasks.demos.format import Episode
+
+    return Episode(
+      seed=self.seed,
+      env=self.env,
+      success=verdict.success,
+      outcome=verdict.outcome,
+      reason=verdict.reason,
+      attrs=attrs,
+      **self.arrays(),
+    )
+
   def arrays(self) -> dict:
     obs = {k: np.stack([o[k] for o in self.obs]) for k in self.obs[0]}
     if self.images:

@@ -84,6 +84,21 @@ def bare_c_rollout(env, initial, control, nstep: int) -> float:
   return len(initial) * nstep / (time.perf_counter() - start)
 
 
+def _warp_steps(sim, n: int) -> None:
+  """``n`` physics steps of every world with MuJoCo Warp alone (its CUDA
+  graph where captured), finished."""
+  import mujoco_warp as mjwarp
+  import warp as wp
+
+  with wp.ScopedDevice(sim.wp_device):
+    for _ in range(n):
+      if sim.use_cuda_graph and sim.step_graph is not None:
+        wp.capture_launch(sim.step_graph)
+      else:
+        mjwarp.step(sim.wp_model, sim.wp_data)
+    wp.synchronize()
+
+
 def bare_warp_step(env, steps: int) -> float:
   """mujoco_warp.step alone on the env's own model and data."""
   import mujoco_warp as mjwarp
@@ -92,15 +107,10 @@ def bare_warp_step(env, steps: int) -> float:
   sim = env.sim
   nstep = steps * env.cfg.decimation
   with wp.ScopedDevice(sim.wp_device):
-    mjwarp.step(sim.wp_model, sim.wp_data)
+    mjwarp.step(sim.wp_model, sim.wp_data)  # warm-up
     wp.synchronize()
-    start = time.perf_counter()
-    for _ in range(nstep):
-      if sim.use_cuda_graph and sim.step_graph is not None:
-        wp.capture_launch(sim.step_graph)
-      else:
-        mjwarp.step(sim.wp_model, sim.wp_data)
-    wp.synchronize()
+  start = time.perf_counter()
+  _warp_steps(sim, nstep)
   return sim.num_envs * nstep / (time.perf_counter() - start)
 
 
@@ -151,16 +161,4 @@ def world_stepper(env) -> tuple[str, callable]:
       sim.run_worlds(lambda model, d, i: mujoco.mj_step(model, d, nstep=n))
 
     return "rollout_physics_steps_per_s", step
-  import mujoco_warp as mjwarp
-  import warp as wp
-
-  def step(n: int) -> None:
-    with wp.ScopedDevice(sim.wp_device):
-      for _ in range(n):
-        if sim.use_cuda_graph and sim.step_graph is not None:
-          wp.capture_launch(sim.step_graph)
-        else:
-          mjwarp.step(sim.wp_model, sim.wp_data)
-      wp.synchronize()
-
-  return "bare_physics_steps_per_s", step
+  return "bare_physics_steps_per_s", lambda n: _warp_steps(sim, n)
