@@ -254,6 +254,20 @@ def prepare_offscreen_gl(flag: str) -> None:
     _load_triton_before_osmesa()
 
 
+@contextlib.contextmanager
+def opengl_errors_in_one_line():
+  """Cameras that need offscreen OpenGL on a machine without its library:
+  the library's one-line error (what to install), not a traceback."""
+  try:
+    yield
+  except RuntimeError as err:
+    from mjlab_tasks.common.gl import OffscreenGLError
+
+    if isinstance(err, OffscreenGLError):
+      fail(str(err))
+    raise
+
+
 def create_folder(path: Path, flag: str = "--output") -> Path:
   """Create a checked output folder; an OS refusal is one line too."""
   try:

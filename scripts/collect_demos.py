@@ -37,6 +37,7 @@ from cli_args import (
   check_engine,
   check_new_file,
   fail,
+  opengl_errors_in_one_line,
   parse,
 )
 from tqdm import tqdm
@@ -189,7 +190,8 @@ def main(args: Args) -> int:
     if kept:
       bar.set_postfix(kept=collector.kept, success=collector.successes)
 
-  collector, path = collect_demos(run, args.output, progress)
+  with opengl_errors_in_one_line():
+    collector, path = collect_demos(run, args.output, progress)
   bar.close()
   wall = time.perf_counter() - start
   cpu = time.process_time() - cpu_start  # All threads: the cost on a busy machine.

@@ -27,6 +27,7 @@ from cli_args import (
   check_videos,
   create_folder,
   fail,
+  opengl_errors_in_one_line,
   parse,
   prepare_offscreen_gl,
 )
@@ -183,7 +184,8 @@ def main(args: Args) -> int:
   from mjlab_tasks.common.runtime import source_snapshot
   from mjlab_tasks.cube_tray.evaluation import describe, run_episodes, summarize
 
-  env = build_env(args, device, engine)
+  with opengl_errors_in_one_line():  # an image policy's cameras
+    env = build_env(args, device, engine)
   controller = make_controller(env, args.policy, device)
   recorder = make_recorder(env, args.videos)
   with tqdm(total=episodes, desc="cube_tray episodes", unit="ep") as bar:

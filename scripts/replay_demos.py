@@ -44,7 +44,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import tyro
-from cli_args import check_device, check_engine, check_file, check_new_file, fail, parse
+from cli_args import (
+  check_device,
+  check_engine,
+  check_file,
+  check_new_file,
+  fail,
+  opengl_errors_in_one_line,
+  parse,
+)
 from tqdm import tqdm
 
 from mjlab_tasks.demos.format import SUFFIXES, DemoFileError, validate_file
@@ -140,20 +148,22 @@ def main(args: Args) -> int:
   if args.render_cameras is not None:
     start = time.perf_counter()
     _, new_args = render_plan(args, env_args)
-    path = render_file(
-      args.file,
-      args.output,
-      new_args,
-      device,
-      engine,
-      lambda total: tqdm(total=total, desc="render episodes", unit="ep"),
-    )
+    with opengl_errors_in_one_line():
+      path = render_file(
+        args.file,
+        args.output,
+        new_args,
+        device,
+        engine,
+        lambda total: tqdm(total=total, desc="render episodes", unit="ep"),
+      )
     print(f"rendered in {time.perf_counter() - start:.1f} s; wrote {path}")
     return 0
   episodes = load_episodes(args.file)
   exact_expected = both_exact(engine, env_args.get("engine"))
   start = time.perf_counter()
-  with tqdm(total=len(episodes), desc="replay episodes", unit="ep") as bar:
+  bar = tqdm(total=len(episodes), desc="replay episodes", unit="ep")
+  with bar, opengl_errors_in_one_line():
     results = replay_episodes(
       env_args, episodes, device, engine, lambda _: bar.update(1)
     )
