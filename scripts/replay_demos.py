@@ -149,14 +149,17 @@ def main(args: Args) -> int:
     start = time.perf_counter()
     _, new_args = render_plan(args, env_args)
     with opengl_errors_in_one_line():
-      path = render_file(
-        args.file,
-        args.output,
-        new_args,
-        device,
-        engine,
-        lambda total: tqdm(total=total, desc="render episodes", unit="ep"),
-      )
+      try:
+        path = render_file(
+          args.file,
+          args.output,
+          new_args,
+          device,
+          engine,
+          lambda total: tqdm(total=total, desc="render episodes", unit="ep"),
+        )
+      except DemoFileError as err:
+        fail(str(err))
     print(f"rendered in {time.perf_counter() - start:.1f} s; wrote {path}")
     return 0
   episodes = load_episodes(args.file)

@@ -77,6 +77,10 @@ class Args:
   image_size: tuple[int, int] = (90, 160)
   """Height and width camera images are downsampled to (area averaging)
   before the CNN; 90 160 is the wrist D415's 180 x 320 halved."""
+  image_shift: int = 4
+  """Random-shift augmentation of camera images in training: each training
+  image moves by up to this many pixels (after downsampling) either way,
+  edges repeated; 0: none. Not applied when the policy acts."""
   quarter_yaw: str | None = None
   """An observation term holding a quaternion (w, x, y, z), e.g. cube_quat,
   whose yaw modulo 90 degrees is also fed to the network as sin and cos of 4
@@ -94,6 +98,10 @@ class Args:
   """Seed of the network's initialization and the batch order."""
   device: str = "cpu"
   """Where to train: cpu, or cuda[:N] when there is one."""
+  threads: int = 1
+  """Torch threads of an image policy's training (a state MLP always uses
+  one): 2 on an otherwise idle 2-core machine trains the CNN faster; on a
+  shared CPU a waiting worker thread stalls every step."""
 
 
 def check_args(args: Args) -> Args:
@@ -107,7 +115,8 @@ def check_args(args: Args) -> Args:
   check_new_folder(args.output)
   args = with_preset(args)
   check_at_least(1, epochs=args.epochs, batch_size=args.batch_size, chunk=args.chunk)
-  check_at_least(0, seed=args.seed)
+  check_at_least(0, seed=args.seed, image_shift=args.image_shift)
+  check_at_least(1, threads=args.threads)
   if not args.lr > 0 or args.lr != args.lr or args.lr == float("inf"):
     fail(f"--lr must be a positive number, got {args.lr}.")
   if not args.hidden or min(args.hidden) < 1:

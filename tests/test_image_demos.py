@@ -206,3 +206,9 @@ def test_refusals(files, tmp_path, capsys):
   with pytest.raises(SystemExit):
     render(files["states"], tmp_path / "r.hdf5", "wrist,top")
   assert "--render-cameras" in one_line_error(capsys)
+  # The wrist camera from a file collected without its D415: other states.
+  capsys.readouterr()
+  with pytest.raises(SystemExit):
+    render(files["states"], tmp_path / "wrist.hdf5", "wrist")
+  assert "the wrist camera needs the D415 on the hand" in one_line_error(capsys)
+  assert not list(tmp_path.glob("*wrist.hdf5*"))  # nothing half-written

@@ -38,6 +38,7 @@ from mjlab_tasks.policies import (  # noqa: E402
   BcPolicy,
   bc_checkpoint,
   quarter_yaw,
+  random_shift,
 )
 from mjlab_tasks.policies.bc_training import actor_terms  # noqa: E402
 
@@ -344,3 +345,28 @@ def test_the_preset_sizes_epochs_to_its_gradient_steps():
   assert fields["epochs"] is None and "epochs" in from_preset
   fields, from_preset = resolve_recipe(unset, "BinPick-UR5-RG2")  # no preset
   assert fields["epochs"] == 100 and from_preset == []
+
+
+def test_random_shift_moves_each_image_by_whole_pixels(rng):
+  """Against a NumPy reference: each image, padded by repeating its edges,
+  cut back at some offset in [0, 2 pad]; which offset is found by matching,
+  so the test does not repeat the generator's draws."""
+  pad = 3
+  images = torch.tensor(rng.uniform(0, 255, (6, 2, 9, 11)), dtype=torch.float32)
+  shifted = random_shift(
+    images, pad, torch.Generator().manual_seed(int(rng.integers(1e6)))
+  )
+  assert shifted.shape == images.shape
+  offsets = set()
+  for image, got in zip(images.numpy(), shifted.numpy(), strict=True):
+    padded = np.pad(image, ((0, 0), (pad, pad), (pad, pad)), mode="edge")
+    matches = [
+      (dy, dx)
+      for dy in range(2 * pad + 1)
+      for dx in range(2 * pad + 1)
+      if np.array_equal(padded[:, dy : dy + 9, dx : dx + 11], got)
+    ]
+    assert len(matches) == 1  # random uniform pixels: one offset fits
+    offsets.add(matches[0])
+  assert len(offsets) > 1  # the images do not all move alike
+  assert torch.equal(random_shift(images, 0), images)

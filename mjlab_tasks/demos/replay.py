@@ -224,15 +224,12 @@ def render_file(
   as ``output``; ``new_args``: its env_args with the cameras
   (``with_cameras``). ``progress(total)`` may return a bar (``update(1)``
   per episode, ``close()`` at the end)."""
-  from mjlab_tasks.demos import rollouts as dr
   from mjlab_tasks.demos.format import (
     DATA,
     DemoWriter,
     demo_names,
     open_demos,
-    write_obs,
   )
-  from mjlab_tasks.engine import states as engine_states
 
   task = demo_task_from_env_args(new_args)
   num_envs = int(new_args["env_kwargs"]["num_envs"])
@@ -246,26 +243,59 @@ def render_file(
       pour = data[name].attrs.get("pour_seed") if task.one_episode_per_build else None
       groups.setdefault(None if pour is None else int(pour), []).append(name)
     bar = progress(len(names)) if progress is not None else None
-    for pour_seed, group in groups.items():
-      cfg_kwargs = {} if pour_seed is None else {"pour_seed": pour_seed}
-      env, _ = dr.build_env(task, num_envs, device, engine, **cfg_kwargs)
-      try:
-        env.reset()
-        terms = env.observation_manager.active_terms[dr.CAMERA]
-        new_args["camera_keys"] = sorted(terms)
-        episodes = [
-          (n, int(data[n].attrs["env"]), data[n]["states"][()]) for n in group
-        ]
-        for name, images in render_episodes(env, engine_states(env), episodes):
-          for key, frames in images.items():
-            write_obs(writer.data[name]["obs"], key, frames)
-          if bar is not None:
-            bar.update(1)
-      finally:
-        env.close()
-    if bar is not None:
-      bar.close()
+    try:
+      for pour_seed, group in groups.items():
+        build = (task, num_envs, device, engine, pour_seed)
+        render_group(source, build, group, data, writer, bar)
+    finally:
+      if bar is not None:
+        bar.close()  # an error's line then starts on a line of its own
     return writer.finish()
+
+
+def render_group(source: Path, build: tuple, group, data, writer, bar) -> None:
+  """Render the episodes ``group`` of ``source`` (its data group ``data``)
+  in one environment build (task, num_envs, device, engine, pour seed) into
+  the writer."""
+  from mjlab_tasks.demos import rollouts as dr
+  from mjlab_tasks.demos.format import write_obs
+  from mjlab_tasks.engine import states as engine_states
+
+  task, num_envs, device, engine, pour_seed = build
+  new_args = writer.env_args
+  cfg_kwargs = {} if pour_seed is None else {"pour_seed": pour_seed}
+  env, _ = dr.build_env(task, num_envs, device, engine, **cfg_kwargs)
+  try:
+    env.reset()
+    terms = env.observation_manager.active_terms[dr.CAMERA]
+    new_args["camera_keys"] = sorted(terms)
+    episodes = [(n, int(data[n].attrs["env"]), data[n]["states"][()]) for n in group]
+    check_state_size(source, episodes, engine_states(env).size, new_args)
+    for name, images in render_episodes(env, engine_states(env), episodes):
+      for key, frames in images.items():
+        write_obs(writer.data[name]["obs"], key, frames)
+      if bar is not None:
+        bar.update(1)
+  finally:
+    env.close()
+
+
+def check_state_size(source: Path, episodes, size: int, new_args: dict) -> None:
+  """DemoFileError when the recorded states do not fit the world with the
+  cameras: the wrist camera mounts the D415 on the hand (two bodies more),
+  so a file collected without it has other dynamics and cannot be drawn
+  from the wrist."""
+  from mjlab_tasks.demos.format import DemoFileError
+
+  widths = {s.shape[1] for _, _, s in episodes}
+  if widths != {size}:
+    cameras = ",".join(new_args["env_kwargs"].get("cameras", ()))
+    raise DemoFileError(
+      f"{source}: its states hold {sorted(widths)} numbers, a world with the "
+      f"camera(s) {cameras} {size}: the wrist camera needs the D415 on the hand "
+      "when the episodes were collected (collect_demos.py --cameras wrist); "
+      "the scene camera renders from any file."
+    )
 
 
 def render_episodes(env, states, episodes):

@@ -32,6 +32,7 @@ from mjlab_tasks.policies.bc_networks import (
   downsample,
   image_camera,
   quarter_yaw,
+  random_shift,
 )
 from mjlab_tasks.policies.bc_policy import (
   BC_ENSEMBLE_DECAY,
@@ -74,4 +75,5 @@ __all__ = [
   "onnx_runtime_missing",
   "policy_file_problem",
   "quarter_yaw",
+  "random_shift",
 ]

@@ -101,6 +101,26 @@ def downsample(images: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
   return torch.nn.functional.adaptive_avg_pool2d(x, size)
 
 
+def random_shift(
+  images: torch.Tensor, pad: int, generator: torch.Generator | None = None
+) -> torch.Tensor:
+  """Images [B, C, h, w] each moved by a random whole number of pixels, up to
+  ``pad`` either way in both directions, edges repeated (the random-shift
+  augmentation of DrQ and robomimic's crop randomizer): a policy that must
+  find the cube anywhere within a few pixels cannot memorize where it was."""
+  if pad <= 0:
+    return images
+  b, c, h, w = images.shape
+  padded = torch.nn.functional.pad(images, (pad, pad, pad, pad), mode="replicate")
+  dy = torch.randint(0, 2 * pad + 1, (b,), generator=generator).to(images.device)
+  dx = torch.randint(0, 2 * pad + 1, (b,), generator=generator).to(images.device)
+  rows = (dy[:, None] + torch.arange(h, device=images.device))[:, None, :, None]
+  cols = (dx[:, None] + torch.arange(w, device=images.device))[:, None, None, :]
+  batch = torch.arange(b, device=images.device)[:, None, None, None]
+  channel = torch.arange(c, device=images.device)[None, :, None, None]
+  return padded[batch, channel, rows, cols]
+
+
 class SpatialSoftmax(torch.nn.Module):
   """Feature maps [B, C, h, w] to the expected image coordinates (x, y) in
   [-1, 1] of each channel's softmax [B, 2C]: where things are, the cue a

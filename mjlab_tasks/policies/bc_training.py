@@ -383,10 +383,12 @@ def train_images(args, train_set, valid_set, sizes, action_dim, yaw_at, shapes):
   import torch
   from tqdm import tqdm
 
-  from mjlab_tasks.policies import BcImageNet
+  from mjlab_tasks.policies import BcImageNet, random_shift
 
   torch.manual_seed(args.seed)
-  torch.set_num_threads(1)  # As train(): a shared CPU.
+  # As train(), one thread unless asked (the CNN gains from a second core on
+  # an otherwise idle machine).
+  torch.set_num_threads(getattr(args, "threads", 1))
   device = torch.device(args.device)
   keys = list(shapes)
   model = BcImageNet(
@@ -421,7 +423,11 @@ def train_images(args, train_set, valid_set, sizes, action_dim, yaw_at, shapes):
     total = 0.0
     for start in range(0, len(obs), args.batch_size):
       idx = order[start : start + args.batch_size]
-      pred = model(state[idx].to(device), image_batch(pictures, idx, device))
+      images = {
+        k: random_shift(v, args.image_shift, generator)
+        for k, v in image_batch(pictures, idx, device).items()
+      }
+      pred = model(state[idx].to(device), images)
       loss = torch.nn.functional.mse_loss(pred, target[idx].to(device))
       optimizer.zero_grad(set_to_none=True)
       loss.backward()
