@@ -45,9 +45,11 @@ class Args:
   """Samples (steps) per gradient step."""
   lr: float = 1e-3
   """Adam learning rate at the start; cosine decay to 0."""
-  init_std: float = 0.2
-  """The exploration noise (action standard deviation) PPO starts with; the
-  registered configuration's 1.0 would bury the cloned actions."""
+  init_std: tuple[float, ...] = (0.2,)
+  """The exploration noise (action standard deviation) PPO starts with: one
+  value for every action dimension, or one per dimension (cube in tray: six
+  arm values, then the gripper's). The registered configuration's 1.0 would
+  bury the cloned actions."""
   seed: int = 0
   """Seed of the networks' initial weights and the batch order."""
 
@@ -57,10 +59,9 @@ def check_args(args: Args) -> Args:
   check_new_folder(args.output)
   check_at_least(1, epochs=args.epochs, batch_size=args.batch_size)
   check_at_least(0, seed=args.seed)
-  for name in ("lr", "init_std"):
-    value = getattr(args, name)
-    if not 0 < value < float("inf"):
-      fail(f"--{name.replace('_', '-')} must be a positive number, got {value}.")
+  for name, values in (("lr", (args.lr,)), ("init_std", args.init_std)):
+    if not values or not all(0 < v < float("inf") for v in values):
+      fail(f"--{name.replace('_', '-')} takes positive numbers, got {values}.")
   return args
 
 
@@ -108,12 +109,15 @@ def main(args: Args) -> int:
     fail(
       f"{args.demos}: {data['train_obs'].shape[1]} observation values, the actor reads {actor.obs_dim}."
     )
+  try:  # the cloning trains the mean only
+    demo_start.set_std(actor, args.init_std)
+  except ValueError as err:
+    fail(f"--init-std: {err}")
   start = time.perf_counter()
   history = demo_start.pretrain_actor(
     actor, data, args.epochs, args.batch_size, args.lr, args.seed,
     lambda it: tqdm(it, desc="cloning the PPO actor", unit="epoch"),
   )  # fmt: skip
-  demo_start.set_std(actor, args.init_std)
   summary = {
     "task": task,
     "demos": str(args.demos),

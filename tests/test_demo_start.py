@@ -67,7 +67,8 @@ def test_the_cloned_actor_reads_the_environments_observation(demos, runner, tmp_
   manager's order; the checkpoint loads strictly into the registered
   configuration, at iteration 0, with the asked exploration noise."""
   output = tmp_path / "start"
-  argv = [str(demos), "--output", str(output), "--epochs", "3", "--init-std", "0.3"]
+  argv = [str(demos), "--output", str(output), "--epochs", "3", "--init-std"]
+  argv += ["0.3", "0.3", "0.3", "0.3", "0.3", "0.3", "0.5"]  # arm, gripper
   assert pretrain_actor.main(pretrain_actor.parse(pretrain_actor.Args, argv)) == 0
   assert sorted(p.name for p in output.iterdir()) == [
     "loss.png",
@@ -83,7 +84,8 @@ def test_the_cloned_actor_reads_the_environments_observation(demos, runner, tmp_
     actor["obs_normalizer._var"][0], obs.var(0), rtol=1e-4, atol=1e-6
   )
   assert int(actor["obs_normalizer.count"]) == len(obs)
-  torch.testing.assert_close(actor["distribution.std_param"], torch.full((7,), 0.3))
+  std = torch.tensor([0.3] * 6 + [0.5])
+  torch.testing.assert_close(actor["distribution.std_param"], std)
   fresh = demo_start.build_runner(TASK)
   fresh.load(str(output / "model_0.pt"))  # strict: the registered shapes
   summary = json.loads((output / "summary.json").read_text())
@@ -186,7 +188,11 @@ def test_mjlab_training_resumes_from_the_cloned_actor(demos, tmp_path):
 
 def test_refusals(demos, tmp_path, capsys):
   for argv, message in (
-    (["--init-std", "0"], "--init-std must be a positive number"),
+    (["--init-std", "0"], "--init-std takes positive numbers"),
+    (
+      ["--init-std", "0.1", "0.2"],
+      "--init-std: one value or 7 (one per action), got 2",
+    ),
     (["--epochs", "0"], "--epochs must be at least 1"),
   ):
     capsys.readouterr()

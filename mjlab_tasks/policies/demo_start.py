@@ -202,14 +202,16 @@ def pretrain_actor(
   return history
 
 
-def set_std(actor, std: float) -> None:
+def set_std(actor, std: tuple[float, ...]) -> None:
   """The exploration noise PPO starts from (the registered 1.0 would bury
-  the cloned actions)."""
+  the cloned actions): one value for every action dimension, or one each;
+  ValueError for another count."""
   dist = actor.distribution
-  if hasattr(dist, "std_param"):
-    dist.std_param.data.fill_(std)
-  else:
-    dist.log_std_param.data.fill_(float(np.log(std)))
+  param = dist.std_param if hasattr(dist, "std_param") else dist.log_std_param
+  if len(std) not in (1, param.numel()):
+    raise ValueError(f"one value or {param.numel()} (one per action), got {len(std)}")
+  values = torch.tensor(std, dtype=param.dtype).expand(param.shape)
+  param.data.copy_(values if hasattr(dist, "std_param") else values.log())
 
 
 def save_start(runner, path: Path, demos: Path) -> None:
