@@ -20,8 +20,8 @@ START_MARGIN = 0.004  # hand footprint clear of other glasses at the start
 # The closed hand seen from above: the pads and finger links (+-16 mm across
 # the heading, +-12.5 mm along it) go down to the table; the housing
 # (+-30 x +-22 mm) only reaches heights above HOUSING_Z.
-LOW_FOOTPRINT = math.hypot(0.016, 0.0125)
-HIGH_FOOTPRINT = math.hypot(0.030, 0.022)
+LOW_FOOTPRINT = math.hypot(0.016, HAND["pad_half_width"])
+HIGH_FOOTPRINT = math.hypot(*HAND["housing_half"])
 HOUSING_Z = HAND["lowest_tcp_z"] + HAND["housing_above_tcp"]
 
 

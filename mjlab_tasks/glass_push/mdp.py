@@ -23,14 +23,13 @@ from mjlab_tasks.glass_push.hidden import (
   TOPPLED_COS,
 )
 from mjlab_tasks.glass_push.rules import room
-from mjlab_tasks.glass_push.rules.hand import LOWEST_TCP_Z
+from mjlab_tasks.glass_push.rules.hand import JAM_FORCE, LOWEST_TCP_Z
 from mjlab_tasks.glass_push.rules.tables import TABLE_X, TABLE_Y
 from mjlab_tasks.glass_push.scene import GLASS_ENTITY, SLOTS, table_layout
 
 if TYPE_CHECKING:
   from mjlab.envs import ManagerBasedRlEnv
 
-JAM_FORCE = 20.0  # N: the examiner stops a push here
 VERDICT_TERM = "takeable_rate"
 """The verdict term's name, the metric it logs."""
 READING = ("x", "y", "height", "widest", "foot", "standing", "present")

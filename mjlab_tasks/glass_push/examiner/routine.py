@@ -19,7 +19,7 @@ import numpy as np
 from mjlab_tasks.glass_push.physics import TIMESTEP
 from mjlab_tasks.glass_push.rules import requests as rq
 from mjlab_tasks.glass_push.rules.felt import felt_distances
-from mjlab_tasks.glass_push.rules.hand import LOWEST_TCP_Z
+from mjlab_tasks.glass_push.rules.hand import JAM_FORCE, LOWEST_TCP_Z
 
 DESCEND_SPEED = 0.200  # m/s
 FEEL_SPEED = 0.010
@@ -30,7 +30,6 @@ LIFT_SPEED = 0.200
 TRANSIT_SPEED = 0.200
 TURN_SPEED = math.pi / 2  # rad/s, heading change in transit
 TOUCH_FORCE = 0.1  # N, descent and feel
-JAM_FORCE = 20.0  # N, push
 LIFT_CLEARANCE = 0.03  # pad bottoms above the tallest glass [m]
 RECORD_EVERY = int(round(rq.WAYPOINT_DT / TIMESTEP))  # physics steps per sample
 # A glass has stopped once it moves slower than these for 0.1 s.

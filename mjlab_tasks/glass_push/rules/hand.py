@@ -26,6 +26,8 @@ HOUSING_ABOVE_TCP = RG2_TCP_OFFSET - (RG2_HOUSING_POS[2] + RG2_HOUSING_HALF[2])
 HOUSING_LEAD = RG2_HOUSING_HALF[1]
 # Reachable start points: horizontal distance from the robot base axis [m].
 REACH_MIN, REACH_MAX = 0.25, 0.72
+# The examiner's push stops when the wrist feels this force (jammed) [N].
+JAM_FORCE = 20.0
 
 HAND = {
   "lowest_tcp_z": LOWEST_TCP_Z,
@@ -33,6 +35,8 @@ HAND = {
   "pad_lead": PAD_LEAD,
   "housing_above_tcp": HOUSING_ABOVE_TCP,
   "housing_lead": HOUSING_LEAD,
+  "housing_half": (RG2_HOUSING_HALF[0], RG2_HOUSING_HALF[1]),
+  "pad_half_width": RG2_PAD_HALF[1],
   "reach_min": REACH_MIN,
   "reach_max": REACH_MAX,
 }

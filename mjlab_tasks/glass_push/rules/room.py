@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from assets.ur5_rg2_dimensions import RG2_MAX_OPENING
+
 FINGER_DEPTH = 0.016  # pad 6 mm + finger link 10 mm along the closing axis
 FINGER_WIDTH = 0.025  # pad width across the closing axis
 CLEARANCE = 0.005
-MAX_OPENING = 0.110
+MAX_OPENING = RG2_MAX_OPENING
 DIRECTIONS = np.radians(np.arange(0.0, 180.0, 10.0))
 
 
