@@ -298,10 +298,53 @@ def optimization(args, model, samples: int):
   return optimizer, schedule, torch.Generator(device="cpu").manual_seed(args.seed)
 
 
+def fit(args, model, samples: int, batch_loss, valid_loss, progress) -> dict:
+  """The one training loop of the behaviour-cloning trainers: Adam with
+  cosine decay (``optimization``) over ``args.epochs`` passes of ``samples``
+  in shuffled batches of ``args.batch_size``. ``batch_loss(idx, generator)``
+  is a batch's loss (the generator also draws its augmentation);
+  ``valid_loss()`` (or None) the validation loss after each epoch;
+  ``progress(range)`` wraps the epochs (a bar). Returns the per-epoch
+  losses {"train": [...], "valid": [...]}."""
+  import torch
+
+  optimizer, schedule, generator = optimization(args, model, samples)
+  history = {"train": [], "valid": []}
+  bar = progress(range(args.epochs))
+  for _ in bar:
+    model.train()
+    order = torch.randperm(samples, generator=generator)
+    total = 0.0
+    for start in range(0, samples, args.batch_size):
+      idx = order[start : start + args.batch_size]
+      loss = batch_loss(idx, generator)
+      optimizer.zero_grad(set_to_none=True)
+      loss.backward()
+      optimizer.step()
+      schedule.step()
+      total += float(loss.detach()) * len(idx)
+    model.eval()
+    history["train"].append(total / samples)
+    if valid_loss is not None:
+      history["valid"].append(valid_loss())
+    if hasattr(bar, "set_postfix"):
+      bar.set_postfix(
+        train=f"{history['train'][-1]:.4f}",
+        valid=f"{history['valid'][-1]:.4f}" if history["valid"] else "-",
+      )
+  return history
+
+
+def epoch_bar(desc: str):
+  """A progress bar over the epochs (``fit``'s ``progress``)."""
+  from tqdm import tqdm
+
+  return lambda epochs: tqdm(epochs, desc=desc, unit="epoch")
+
+
 def train(args, train_set, valid_set, sizes, action_dim, yaw_at=(None, None)):
   """The fitted model and the per-epoch losses."""
   import torch
-  from tqdm import tqdm
 
   from mjlab_tasks.policies import BcMlp
 
@@ -323,29 +366,18 @@ def train(args, train_set, valid_set, sizes, action_dim, yaw_at=(None, None)):
       torch.from_numpy(valid_set[0]).to(device),
       torch.from_numpy(valid_set[1]).to(device),
     )
-  optimizer, schedule, generator = optimization(args, model, len(obs))
-  history = {"train": [], "valid": []}
-  bar = tqdm(range(args.epochs), desc="behaviour cloning", unit="epoch")
-  for _ in bar:
-    model.train()
-    order = torch.randperm(len(obs), generator=generator).to(device)
-    total = 0.0
-    for start in range(0, len(obs), args.batch_size):
-      idx = order[start : start + args.batch_size]
-      loss = torch.nn.functional.mse_loss(model(obs[idx]), actions[idx])
-      optimizer.zero_grad(set_to_none=True)
-      loss.backward()
-      optimizer.step()
-      schedule.step()
-      total += float(loss.detach()) * len(idx)
-    model.eval()
-    history["train"].append(total / len(obs))
-    if valid is not None:
-      history["valid"].append(mse(model, *valid, args.batch_size))
-    bar.set_postfix(
-      train=f"{history['train'][-1]:.4f}",
-      valid="-" if valid is None else f"{history['valid'][-1]:.4f}",
-    )
+
+  def batch_loss(idx, _):
+    idx = idx.to(device)
+    return torch.nn.functional.mse_loss(model(obs[idx]), actions[idx])
+
+  def valid_loss():
+    return mse(model, *valid, args.batch_size)
+
+  history = fit(
+    args, model, len(obs), batch_loss, valid_loss if valid is not None else None,
+    epoch_bar("behaviour cloning"),
+  )  # fmt: skip
   return model.cpu(), history
 
 
@@ -381,7 +413,6 @@ def train_images(args, train_set, valid_set, sizes, action_dim, yaw_at, shapes):
   thousand downsampled frames fit, their float copies would not."""
   import numpy as np
   import torch
-  from tqdm import tqdm
 
   from mjlab_tasks.policies import BcImageNet, random_shift
 
@@ -412,36 +443,25 @@ def train_images(args, train_set, valid_set, sizes, action_dim, yaw_at, shapes):
     )
     encoder.mean.fill_(float(sample.mean()))
     encoder.std.fill_(max(float(sample.std()), 1e-3))
-  optimizer, schedule, generator = optimization(args, model, len(obs))
-  history = {"train": [], "valid": []}
   target = torch.from_numpy(actions)
   state = torch.from_numpy(obs)
-  bar = tqdm(range(args.epochs), desc="behaviour cloning (images)", unit="epoch")
-  for _ in bar:
-    model.train()
-    order = torch.randperm(len(obs), generator=generator)
-    total = 0.0
-    for start in range(0, len(obs), args.batch_size):
-      idx = order[start : start + args.batch_size]
-      images = {
-        k: random_shift(v, args.image_shift, generator)
-        for k, v in image_batch(pictures, idx, device).items()
-      }
-      pred = model(state[idx].to(device), images)
-      loss = torch.nn.functional.mse_loss(pred, target[idx].to(device))
-      optimizer.zero_grad(set_to_none=True)
-      loss.backward()
-      optimizer.step()
-      schedule.step()
-      total += float(loss.detach()) * len(idx)
-    model.eval()
-    history["train"].append(total / len(obs))
-    if valid_set[0] is not None:
-      history["valid"].append(image_mse(model, valid_set, args.batch_size, device))
-    bar.set_postfix(
-      train=f"{history['train'][-1]:.4f}",
-      valid="-" if not history["valid"] else f"{history['valid'][-1]:.4f}",
-    )
+
+  def batch_loss(idx, generator):
+    images = {
+      k: random_shift(v, args.image_shift, generator)
+      for k, v in image_batch(pictures, idx, device).items()
+    }
+    pred = model(state[idx].to(device), images)
+    return torch.nn.functional.mse_loss(pred, target[idx].to(device))
+
+  def valid_loss():
+    return image_mse(model, valid_set, args.batch_size, device)
+
+  history = fit(
+    args, model, len(obs), batch_loss,
+    valid_loss if valid_set[0] is not None else None,
+    epoch_bar("behaviour cloning (images)"),
+  )  # fmt: skip
   return model.cpu(), history
 
 

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import torch
 from rsl_rl.algorithms import PPO
+
+from mjlab_tasks.policies.bc_training import fit
 
 WARMUP_UPDATES = 20
 """PPO updates (iterations) during which ``CriticWarmupPpo`` trains the critic only."""
@@ -179,26 +182,18 @@ def pretrain_actor(
       torch.from_numpy(data["valid_obs"]),
       torch.from_numpy(data["valid_actions"]),
     )
-  optimizer = torch.optim.Adam(actor.mlp.parameters(), lr=lr)
-  per_epoch = -(-len(obs) // batch_size)
-  schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, epochs * per_epoch)
-  generator = torch.Generator().manual_seed(seed)
-  history = {"train": [], "valid": []}
-  for _ in progress(range(epochs)) if progress else range(epochs):
-    order = torch.randperm(len(obs), generator=generator)
-    total = 0.0
-    for start in range(0, len(obs), batch_size):
-      idx = order[start : start + batch_size]
-      pred = actor.mlp(actor.obs_normalizer(obs[idx]))
-      loss = torch.nn.functional.mse_loss(pred, actions[idx])
-      optimizer.zero_grad(set_to_none=True)
-      loss.backward()
-      optimizer.step()
-      schedule.step()
-      total += float(loss.detach()) * len(idx)
-    history["train"].append(total / len(obs))
-    if valid is not None:
-      history["valid"].append(action_mse(actor, *valid))
+  recipe = SimpleNamespace(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
+
+  def batch_loss(idx, _):
+    return torch.nn.functional.mse_loss(
+      actor.mlp(actor.obs_normalizer(obs[idx])), actions[idx]
+    )
+
+  history = fit(
+    recipe, actor.mlp, len(obs), batch_loss,
+    (lambda: action_mse(actor, *valid)) if valid is not None else None,
+    progress or (lambda epochs: epochs),
+  )  # fmt: skip
   return history
 
 
