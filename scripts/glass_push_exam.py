@@ -18,7 +18,11 @@ table's run does not depend on the others). Writes, into a new folder:
 
 ``--solution oracle`` is NOT a valid solution: the runner tells it the true
 poses and friction (``Exam(..., oracle=True)``) to measure the geometric
-planner's limit; its scores are labelled so.
+planner's limit; its scores are labelled so. Nor is ``--solution limit``:
+the limit of the tables, a search on the scoring side that tries candidate
+pushes on copies of each table's true world and replays the best on the
+scored world (``examiner/limit.py``; C engine, one table at a time, its
+copies stepped in the engine's threads).
 
   python scripts/glass_push_exam.py --solution geometric --tables 10000-10009 \\
     --output reports/glass_geometric
@@ -43,10 +47,14 @@ from mjlab_tasks.engine import traits
 
 @dataclass
 class Args:
-  solution: Literal["nudge", "geometric", "oracle"]
+  solution: Literal["nudge", "geometric", "shove", "oracle", "limit"]
   """Solution to examine: nudge (blind baseline), geometric (friction from
-  forces, tipping limit) or oracle (NOT a valid solution: geometric's planner
-  told the true poses and friction by the runner, to measure its limit)."""
+  forces, tipping limit), shove (short shoves that carry only squat
+  glasses, re-planned after every look), oracle (NOT a valid solution: geometric's planner
+  told the true poses and friction by the runner, to measure its limit) or
+  limit (NOT a valid solution: a search that tries candidate pushes on
+  copies of the true world, the reference every solution is measured
+  against; C engine only, slow: about a minute per table on 2 cores)."""
   tables: str
   """Table numbers, A-B inclusive (or one number). Evaluation tables are
   10000-19999, training tables 0-9999."""
@@ -60,7 +68,15 @@ class Args:
   or EGL)."""
   jobs: int = 2
   """Examiner worker processes the tables are shared among (each steps its
-  tables' pushes in parallel threads); --engine mujoco only."""
+  tables' pushes in parallel threads); --engine mujoco only, not the limit
+  (its copies already step in parallel threads)."""
+  judge_refusals: bool = True
+  """After the run, judge every refusal against the truth: the run replayed
+  on a C world to the refusal, the refused glass tried with candidate
+  pushes (16 headings, 15/30/50 mm) on copies; a refusal is wrong when the
+  glass had room or a push gave it room with nothing lost. Costs about a
+  second per refused glass on 2 cores. C engine runs only (skipped, with a
+  note, for --engine warp)."""
   engine: Literal["mujoco", "warp"] = "mujoco"
   """Physics: mujoco (C MuJoCo on the CPU, deterministic, the measured
   scores) or warp (every table in one MuJoCo Warp batch, on Warp's default
@@ -103,11 +119,22 @@ def is_oracle(args: Args) -> bool:
   return args.solution == "oracle"
 
 
-def label(args: Args) -> str:
-  """The solution's name in the scores; the oracle's says it is not valid."""
-  from experts.glass_push import oracle
+def is_valid(args: Args) -> bool:
+  """The oracle and the limit are told the truth: not valid solutions."""
+  return args.solution not in ("oracle", "limit")
 
-  return oracle.LABEL if is_oracle(args) else args.solution
+
+def label(args: Args) -> str:
+  """The solution's name in the scores; the oracle's and the limit's say
+  they are not valid."""
+  from experts.glass_push import oracle
+  from mjlab_tasks.glass_push.examiner import limit
+
+  if is_oracle(args):
+    return oracle.LABEL
+  if args.solution == "limit":
+    return limit.LABEL
+  return args.solution
 
 
 def solution_for(exam, args: Args):
@@ -119,12 +146,13 @@ def solution_for(exam, args: Args):
   return SOLUTIONS[args.solution]
 
 
-def run_batch(tables: list[int], args: Args, out: Path, bar) -> list[dict]:
+def run_batch(tables: list[int], args: Args, out: Path, bar) -> list[tuple]:
   """Examine ``tables`` in one examiner worker (one GlassPush environment):
   the solution runs per table in a thread, each round of their pushes,
   follows and takes goes as one request batch (on C MuJoCo only the acting
   tables step, in parallel; a table's run does not depend on its batch).
-  Writes their outputs; ``bar`` counts rounds."""
+  Writes their films; returns (record, error, wall time per table) per
+  table; ``bar`` counts rounds."""
   from mjlab_tasks.glass_push import Exam
 
   start = time.perf_counter()
@@ -142,10 +170,43 @@ def run_batch(tables: list[int], args: Args, out: Path, bar) -> list[dict]:
     if args.film:
       exam.write_films([out / "films" / f"{t}.mp4" for t in tables])
   wall = (time.perf_counter() - start) / len(tables)
-  return [write_table(r, e, out, wall) for r, e in zip(records, errors, strict=True)]
+  return [(r, e, wall) for r, e in zip(records, errors, strict=True)]
 
 
-def write_table(record: dict, error: str | None, out: Path, wall_s: float) -> dict:
+def judge_refusals(results: list[tuple]) -> None:
+  """Every refusal judged against the truth (``examiner/judge.py``): each
+  table with refusals replayed on a C world, its refused glasses tried with
+  candidate pushes on copies; the verdicts go into the records."""
+  from tqdm import tqdm
+
+  from mjlab_tasks.glass_push.examiner import judge
+
+  todo = [record for record, _, _ in results if record["refused"]]
+  if not todo:
+    return
+  refusals = sum(len(r["refused"]) for r in todo)
+  print(f"judging {refusals} refusals on {len(todo)} tables (trial pushes on copies)")
+  with tqdm(desc="judging refusals: trial pushes", unit="push") as bar:
+    for record in todo:
+      judged = judge.judge_record(record, on_trial=bar.update)
+      record["refusal_verdicts"] = judged["verdicts"]
+      record["refusal_replay_difference_m"] = judged["replay_difference_m"]
+
+
+def run_limit(tables: list[int], args: Args, out: Path, bar) -> list[dict]:
+  """The limit on ``tables``, one at a time (``examiner/limit.py``): each a
+  scored world and its copies in this process; ``bar`` counts trial pushes."""
+  from mjlab_tasks.glass_push.examiner import limit
+
+  rows = []
+  for table in tables:
+    start = time.perf_counter()
+    record = limit.search_table(table, args.pushes, on_trial=bar.update)
+    rows.append(write_table(record, None, time.perf_counter() - start, out))
+  return rows
+
+
+def write_table(record: dict, error: str | None, wall_s: float, out: Path) -> dict:
   """Write one table's record and demonstrations; returns its score row."""
   from mjlab_tasks.glass_push.rules.scoring import score_record
 
@@ -165,10 +226,38 @@ def write_table(record: dict, error: str | None, out: Path, wall_s: float) -> di
   return row
 
 
+def run_tables(tables: list[int], args: Args, out: Path) -> list[dict]:
+  """Every table's score row, in table order. MuJoCo Warp: one batch of
+  every table; C MuJoCo: --jobs worker processes; the limit: in turn."""
+  from tqdm import tqdm
+
+  if args.solution == "limit":
+    with tqdm(desc="limit: trial pushes", unit="push") as bar:
+      return run_limit(tables, args, out, bar)
+  n = 1 if traits(args.engine).one_process else min(args.jobs, len(tables))
+  shares = [tables[k::n] for k in range(n)]
+  results = []
+  with (
+    tqdm(desc=f"{args.solution} rounds", unit="round") as bar,
+    ThreadPoolExecutor(max_workers=n) as pool,
+  ):
+    for share in pool.map(lambda share: run_batch(share, args, out, bar), shares):
+      results.extend(share)
+  # The judge replays a run exactly: only on an engine with exact states.
+  if args.judge_refusals and traits(args.engine).exact_states:
+    judge_refusals(results)
+  elif args.judge_refusals and any(r["refused"] for r, _, _ in results):
+    print("refusals not judged: the judge replays runs on --engine mujoco only")
+  rows = [write_table(*result, out) for result in results]
+  return sorted(rows, key=lambda r: r["table"])
+
+
 def check_args(args: Args) -> list[int]:
   """Every flag checked before anything is built: the table numbers."""
   tables = parse_tables(args.tables)
   check_at_least(1, pushes=args.pushes, jobs=args.jobs)
+  if args.solution == "limit" and (not traits(args.engine).exact_states or args.film):
+    fail("--solution limit runs on --engine mujoco without --film.")
   check_new_folder(args.output)
   return tables
 
@@ -177,8 +266,6 @@ def main(args: Args) -> int:
   tables = check_args(args)
   out = create_folder(args.output)
 
-  from tqdm import tqdm
-
   from mjlab_tasks.common.runtime import source_snapshot
   from mjlab_tasks.glass_push.rules.scoring import markdown, summarize
 
@@ -186,24 +273,16 @@ def main(args: Args) -> int:
     (out / sub).mkdir()
   if is_oracle(args):
     print(f"{label(args)}: the runner hands it the true poses and friction.")
-  # MuJoCo Warp: one batch of every table; C MuJoCo: --jobs worker processes.
-  n = 1 if traits(args.engine).one_process else min(args.jobs, len(tables))
-  shares = [tables[k::n] for k in range(n)]
-  rows = []
-  with (
-    tqdm(desc=f"{args.solution} rounds", unit="round") as bar,
-    ThreadPoolExecutor(max_workers=n) as pool,
-  ):
-    for share_rows in pool.map(lambda share: run_batch(share, args, out, bar), shares):
-      rows.extend(share_rows)
-  rows.sort(key=lambda r: r["table"])
+  if args.solution == "limit":
+    print(f"{label(args)}: it tries pushes on copies of the true world.")
+  rows = run_tables(tables, args, out)
   for r in rows:
     r["solution"] = label(args)
   total = summarize(rows)
   report = {
     "solution": args.solution,
     "label": label(args),
-    "valid_solution": not is_oracle(args),
+    "valid_solution": is_valid(args),
     "tables": args.tables,
     "pushes": args.pushes,
     "film": args.film,

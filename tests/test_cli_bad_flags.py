@@ -41,6 +41,7 @@ BASE = {
   "evaluate_glass_push.py": ["--policy", "{pt}", "--output", "{new}"],
   "glass_push_exam.py": ["--solution", "nudge", "--tables", "10000-10001"]
   + ["--output", "{new}"],
+  "measure_glass_perception.py": ["--output", "{new}"],
   "benchmark.py": ["--json", "{new}.json"],
   "render_poses.py": ["--poses", "{poses}", "--output", "{new}"],
   "plot_training.py": ["--run", "{run}", "--output", "{new}.png"],
@@ -112,6 +113,15 @@ BAD = {
     ["--output", "{dir}"],
     ["--output", "{file}/run"],
   ],
+  "measure_glass_perception.py": [
+    ["--tables", "5-2"],
+    ["--tables", "abc"],
+    ["--tables", "9999-10000"],
+    ["--match-radius", "0"],
+    ["--match-radius", "nan"],
+    ["--output", "{dir}"],
+    ["--output", "{file}/run"],
+  ],
   "glass_push_exam.py": [
     ["--tables", "5-2"],
     ["--tables", "abc"],
@@ -120,6 +130,8 @@ BAD = {
     ["--pushes", "0"],
     ["--jobs", "0"],
     ["--solution", "magic"],
+    ["--solution", "limit", "--engine", "warp"],
+    ["--solution", "limit", "--film"],
     ["--engine", "bullet"],
     ["--output", "{dir}"],
     ["--output", "{file}/run"],

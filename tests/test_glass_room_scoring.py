@@ -152,6 +152,9 @@ def test_scoring_of_toppled_knocked_off_and_taken_without_room():
     "aim_error_max": pytest.approx(0.03),
     "refusals": 1,
     "refusal_reasons": {"5": "tips before it slides"},
+    "refusals_right": None,  # not judged (examiner/judge.py)
+    "refusals_wrong": None,
+    "resolved": None,
     "sim_time_s": 12.5,
   }
   total = summarize([row, row])
@@ -162,6 +165,13 @@ def test_scoring_of_toppled_knocked_off_and_taken_without_room():
   assert (
     "| 10001 | 6 | 6 | 6 | 1 | 1 | 3 | 2 | 1 | 3/5 | 1 | 1 | 20.0 | 30.0 | 1 |" in table
   )
+  # Judged: the refusal of glass 5 (standing on the table, not taken) right.
+  judged = score_record(
+    constructed_record() | {"refusal_verdicts": {5: dict(right=True, why="x")}}
+  )
+  assert (judged["refusals_right"], judged["refusals_wrong"]) == (1, 0)
+  assert judged["resolved"] == 1 + 1
+  assert "| 1 (1 right, 0 wrong) |" in markdown("x", [judged], summarize([judged]))
 
 
 def test_room_at_start_counts_the_truth_before_any_action():

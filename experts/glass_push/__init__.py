@@ -2,14 +2,18 @@
 
 Each is a function ``solve(examiner)`` that uses only the examiner's calls.
 ``oracle.py`` is not one of them: it is told the truth by the runner (the
-CLI's ``--solution oracle``) to measure the geometric planner's limit.
+CLI's ``--solution oracle``) to measure the geometric planner's limit; nor
+is the search-based limit of the tables (``--solution limit``), which runs
+on the examiner's side. ``perception.py`` turns the top view into readings
+(measured against the truth by ``scripts/measure_glass_perception.py``).
 """
 
-from experts.glass_push import geometric, nudge
+from experts.glass_push import geometric, nudge, shove
 
 SOLUTIONS = {
   "nudge": nudge.solve,
   "geometric": geometric.solve,
+  "shove": shove.solve,
 }
 
 __all__ = ["SOLUTIONS"]

@@ -670,6 +670,16 @@ class CMujocoSimulation:
       mujoco.mj_forward(self._mj_model, d)
     self._pull(ids)
 
+  def copy_world(self, source: int, ids: list[int]) -> None:
+    """Worlds ``ids`` become exact copies of world ``source``: its whole
+    ``MjData`` (state and the derived quantities of the last step, which
+    the next control step reads), so they continue bitwise as it would.
+    The worlds must share the model's per-world fields (the same variant)."""
+    src = self._worlds[source]
+    for i in ids:
+      mujoco.mj_copyData(self._worlds[i], self._mj_model, src)
+    self._pull(ids)
+
   def _pull(self, ids) -> None:
     """Copy whole worlds (state, inputs, sensors) into the tensors."""
     for i in ids:

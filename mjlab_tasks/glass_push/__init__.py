@@ -32,6 +32,8 @@ from mjlab_tasks.glass_push.rules import (
   ExaminerClosed,
   NoOffscreenGL,
   has_room,
+  push_request,
+  start_is_clear,
 )
 
 TASK_ID = "GlassPush-UR5-RG2"
@@ -49,4 +51,6 @@ __all__ = [
   "NoOffscreenGL",
   "TrainingExaminer",
   "has_room",
+  "push_request",
+  "start_is_clear",
 ]

@@ -118,6 +118,8 @@ class GlassWorld:
     self.pushes_left = np.full(n, int(pushes))
     self.taken: list[dict[int, dict]] = [{} for _ in range(n)]
     self.refused: list[dict[int, str]] = [{} for _ in range(n)]
+    # When each refusal was made (actions and takes before it), for judging.
+    self.refused_at: list[dict[int, dict]] = [{} for _ in range(n)]
     self.actions: list[list[dict]] = [[] for _ in range(n)]
     self.looks = np.zeros(n, int)
     self._overflow_total = np.zeros(n, int)
@@ -246,7 +248,10 @@ class GlassWorld:
       room = hidden.had_room(k, states, self.glasses[i])
       slot = RACK_SLOTS[len(self.taken[i])]
       self.taken[i][int(glass)] = dict(
-        room=bool(room), state=states[k], step=int(self.hand.steps[i])
+        room=bool(room),
+        state=states[k],
+        step=int(self.hand.steps[i]),
+        after_action=len(self.actions[i]),
       )
       state = torch.zeros(1, 13, device=self.device)
       state[0, :3] = torch.tensor([slot[0], slot[1], RACK_SHELF_TOP + 0.0005])
@@ -276,6 +281,9 @@ class GlassWorld:
     if not isinstance(reason, str) or not reason.strip():
       raise ValueError("refuse() needs a non-empty reason string")
     self.refused[i][int(glass)] = reason
+    self.refused_at[i][int(glass)] = dict(
+      actions=len(self.actions[i]), takes=len(self.taken[i])
+    )
 
   def _glass_poses(self, i: int) -> tuple[np.ndarray, np.ndarray]:
     """Body positions [G, 3] (table frame) and rotations [G, 9] of table
@@ -356,6 +364,7 @@ class GlassWorld:
       final=self.glass_states(i),
       taken={int(k): v for k, v in self.taken[i].items()},
       refused=dict(self.refused[i]),
+      refused_at={int(k): dict(v) for k, v in self.refused_at[i].items()},
       actions=self.actions[i],
       looks=int(self.looks[i]),
       sim_time=float(self.sim.data.time[i]),

@@ -4,7 +4,7 @@
 How tables are drawn (``tables.py``; the glasses drawn for a table are
 still the examiner's truth: a solution reads a table through
 ``Examiner.look()``) and what their glasses are made of (``glasses.py``),
-the hand's public numbers (``hand.py``), the checks of a request
+the hand's public numbers (``hand.py``), the push geometry (``pushes.py``), the checks of a request
 (``requests.py``), the ``touched`` / ``pushed`` rule (``felt.py``), the room
 rule (``room.py``), the scoring (``scoring.py``) and the errors a solution
 sees (``errors.py``). NumPy only: no MuJoCo, no mjlab, and no import of the
@@ -17,6 +17,7 @@ from mjlab_tasks.glass_push.rules.errors import (
   NoOffscreenGL,
 )
 from mjlab_tasks.glass_push.rules.hand import HAND
+from mjlab_tasks.glass_push.rules.pushes import push_request, start_is_clear
 from mjlab_tasks.glass_push.rules.room import has_room
 from mjlab_tasks.glass_push.rules.tables import EVALUATION_TABLES, TRAINING_TABLES
 
@@ -28,4 +29,6 @@ __all__ = [
   "ExaminerClosed",
   "NoOffscreenGL",
   "has_room",
+  "push_request",
+  "start_is_clear",
 ]

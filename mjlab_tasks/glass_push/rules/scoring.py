@@ -16,7 +16,14 @@ Every solution is marked the same way, per table:
 - ``aim_error_mean`` / ``aim_error_max``: distance of the pushed glass from
   the request's aim once everything stopped moving, over actions that named
   a glass and an aim;
-- ``refusals`` (with reasons) and ``left_on_table`` (standing, not taken).
+- ``refusals`` (with reasons) and ``left_on_table`` (standing, not taken);
+- when the refusals were judged (``examiner/judge.py``, the record's
+  ``refusal_verdicts``): ``refusals_right`` and ``refusals_wrong``, and
+  ``resolved``: glasses taken with room plus rightly refused glasses not
+  taken after all. A right
+  refusal counts as a result (the glass could not be given room by a push
+  within the limits without losing a glass); a wrong one counts like a
+  glass left behind. ``taken_with_room`` stays the main mark.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from mjlab_tasks.glass_push.rules.tables import takeable_without_pushing
 def score_record(record: dict) -> dict:
   """One table's marks from its record (``Exam.records()``)."""
   taken = record["taken"]
+  taken_ids = {str(g) for g in taken}
   final = {s["id"]: s for s in record["final"]}
   with_room = sum(1 for t in taken.values() if t["room"])
   toppled = 0
@@ -50,6 +58,12 @@ def score_record(record: dict) -> dict:
     for i in range(len(widest))
   )
   reports = [a["report"] for a in record["actions"]]
+  judged = record.get("refusal_verdicts")
+  right = right_left = None
+  if judged is not None:
+    right = sum(v["right"] for v in judged.values())
+    # A glass refused rightly and then taken anyway is counted once.
+    right_left = sum(v["right"] for g, v in judged.items() if str(g) not in taken_ids)
   return {
     "table": record["table"],
     "glasses": len(record["glasses"]),
@@ -68,6 +82,9 @@ def score_record(record: dict) -> dict:
     "aim_error_max": float(np.max(aims)) if aims else None,
     "refusals": len(record["refused"]),
     "refusal_reasons": {str(k): v for k, v in record["refused"].items()},
+    "refusals_right": right,
+    "refusals_wrong": None if judged is None else len(judged) - right,
+    "resolved": None if judged is None else with_room + right_left,
     "sim_time_s": record["sim_time"],
   }
 
@@ -89,9 +106,15 @@ _SUMMED = (
 )
 
 
+_JUDGED = ("refusals_right", "refusals_wrong", "resolved")
+
+
 def summarize(rows: list[dict]) -> dict:
   """Totals over tables; the aim error is the mean over every aimed action."""
   total = {k: int(sum(r[k] for r in rows)) for k in _SUMMED}
+  for k in _JUDGED:  # only when every table's refusals were judged
+    values = [r.get(k) for r in rows]
+    total[k] = None if None in values else int(sum(values))
   total["tables"] = len(rows)
   means = [r["aim_error_mean"] for r in rows if r["aim_error_mean"] is not None]
   total["aim_error_mean_of_tables"] = float(np.mean(means)) if means else None
@@ -103,6 +126,12 @@ def summarize(rows: list[dict]) -> dict:
 
 def _mm(value) -> str:
   return "-" if value is None or not math.isfinite(value) else f"{1000 * value:.1f}"
+
+
+def _refusals(r: dict) -> str:
+  if r.get("refusals_right") is None:
+    return f"{r['refusals']}"
+  return f"{r['refusals']} ({r['refusals_right']} right, {r['refusals_wrong']} wrong)"
 
 
 def markdown(solution: str, rows: list[dict], total: dict) -> str:
@@ -120,7 +149,7 @@ def markdown(solution: str, rows: list[dict], total: dict) -> str:
       f"{r['taken_without_room']} | {r['toppled']} | {r['knocked_off']} | "
       f"{r['left_on_table']} | {r['pushes_used']}/{r['budget']} | {r['blocked']} | "
       f"{r['jammed']} | {_mm(r['aim_error_mean'])} | {_mm(r['aim_error_max'])} | "
-      f"{r['refusals']} |"
+      f"{_refusals(r)} |"
     )
   t = total
   lines.append(
@@ -128,6 +157,6 @@ def markdown(solution: str, rows: list[dict], total: dict) -> str:
     f"{t['takeable_without_pushing']} | {t['taken_with_room']} | "
     f"{t['taken_without_room']} | {t['toppled']} | {t['knocked_off']} | "
     f"{t['left_on_table']} | {t['pushes_used']}/{t['budget']} | {t['blocked']} | "
-    f"{t['jammed']} | {_mm(t['aim_error_mean_of_tables'])} | | {t['refusals']} |"
+    f"{t['jammed']} | {_mm(t['aim_error_mean_of_tables'])} | | {_refusals(t)} |"
   )
   return "\n".join(lines) + "\n"
