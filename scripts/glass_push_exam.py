@@ -54,7 +54,7 @@ class Args:
   told the true poses and friction by the runner, to measure its limit) or
   limit (NOT a valid solution: a search that tries candidate pushes on
   copies of the true world, the reference every solution is measured
-  against; C engine only, slow: about a minute per table on 2 cores)."""
+  against; C engine only, slow: about 30 s per table on 2 cores)."""
   tables: str
   """Table numbers, A-B inclusive (or one number). Evaluation tables are
   10000-19999, training tables 0-9999."""
@@ -74,8 +74,8 @@ class Args:
   """After the run, judge every refusal against the truth: the run replayed
   on a C world to the refusal, the refused glass tried with candidate
   pushes (16 headings, 15/30/50 mm) on copies; a refusal is wrong when the
-  glass had room or a push gave it room with nothing lost. Costs about a
-  second per refused glass on 2 cores. C engine runs only (skipped, with a
+  glass had room or a push gave it room with nothing lost. Costs about
+  5 to 10 s per refused glass on 2 cores. C engine runs only (skipped, with a
   note, for --engine warp)."""
   engine: Literal["mujoco", "warp"] = "mujoco"
   """Physics: mujoco (C MuJoCo on the CPU, deterministic, the measured
@@ -181,6 +181,8 @@ def judge_refusals(results: list[tuple]) -> None:
 
   from mjlab_tasks.glass_push.examiner import judge
 
+  for record, _, _ in results:  # judged: no refusal is 0 right, 0 wrong
+    record["refusal_verdicts"] = {}
   todo = [record for record, _, _ in results if record["refused"]]
   if not todo:
     return

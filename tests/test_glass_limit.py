@@ -180,6 +180,10 @@ def test_scores_count_judged_refusals():
   assert unjudged["resolved"] is None
   assert summarize([row, unjudged])["resolved"] is None
   assert summarize([row, row])["refusals_wrong"] == 2
+  # Judged with nothing to judge (the CLI's table without refusals): 0 and 0.
+  none = score_record(record | {"refused": {}, "refusal_verdicts": {}})
+  assert (none["refusals_right"], none["refusals_wrong"], none["resolved"]) == (0, 0, 1)
+  assert summarize([row, none])["resolved"] == 3
 
 
 @pytest.mark.slow
