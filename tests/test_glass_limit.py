@@ -14,14 +14,13 @@ from mjlab_tasks.glass_push.examiner import judge, limit
 from mjlab_tasks.glass_push.examiner.trials import (
   Trials,
   candidate_pushes,
-  takeable_now,
   true_readings,
 )
 from mjlab_tasks.glass_push.examiner.world import GlassTable
 from mjlab_tasks.glass_push.hidden import PhysicsConfig
 from mjlab_tasks.glass_push.rules.room import has_room
 from mjlab_tasks.glass_push.rules.scoring import score_record, summarize
-from mjlab_tasks.glass_push.rules.tables import Glass, takeable_without_pushing
+from mjlab_tasks.glass_push.rules.tables import Glass
 
 
 def tumbler(gid, x, y, widest=0.07):
@@ -50,35 +49,6 @@ def test_shortfall_is_zero_exactly_when_the_room_rule_gives_room():
     short = limit.shortfall(np.zeros(2), mine, others, widest)
     assert (short == 0.0) == room, (others, widest, mine)
     assert short >= 0.0
-
-
-def test_takeable_now_is_the_scoring_rule_on_true_states():
-  """``takeable_now`` on true states equals ``takeable_without_pushing`` on
-  the same centres when every glass stands on the table; a glass lying on
-  the table still blocks (as ``has_room`` with it among the others) and
-  cannot be taken."""
-  from mjlab_tasks.glass_push.rules.tables import training_table
-
-  for table in np.random.default_rng().integers(0, 10_000, 3):
-    glasses = training_table(int(table))
-    states = [
-      dict(id=g.id, x=g.x, y=g.y, standing=True, where="table") for g in glasses
-    ]
-    xy = [[g.x, g.y] for g in glasses]
-    widest = [g.widest for g in glasses]
-    assert sorted(takeable_now(states, glasses)) == sorted(
-      takeable_without_pushing(xy, widest)
-    )
-  rng = np.random.default_rng()
-  two = (tumbler(0, 0.45, -0.25), tumbler(1, 0.45, -0.175))
-  for _ in range(50):
-    p = np.array([0.45, -0.25]) + rng.uniform(-0.1, 0.1, 2)
-    lying = [
-      dict(id=0, x=0.45, y=-0.25, standing=False, where="table"),
-      dict(id=1, x=p[0], y=p[1], standing=True, where="table"),
-    ]
-    room = has_room(p, 0.07, np.array([[0.45, -0.25]]), np.array([0.07]))
-    assert takeable_now(lying, two) == ([1] if room else [])
 
 
 def test_a_trial_on_a_copy_ends_exactly_as_on_the_scored_world():

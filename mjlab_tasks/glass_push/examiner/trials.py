@@ -19,7 +19,6 @@ import numpy as np
 
 from mjlab_tasks.glass_push import hidden
 from mjlab_tasks.glass_push.rules.pushes import push_request, start_is_clear
-from mjlab_tasks.glass_push.rules.room import has_room
 
 # The candidate pushes "within the limits": every standing glass, 16
 # headings, the geometric solution's shove travels, the hand coming down
@@ -92,25 +91,6 @@ def on_table(states: list[dict]) -> list[int]:
 def room_now(states: list[dict], glasses, k: int) -> bool:
   """``has_room`` for glass ``k`` against the others on the table (truth)."""
   return hidden.had_room(k, states, glasses)
-
-
-def takeable_now(states: list[dict], glasses) -> list[int]:
-  """Glasses that could be taken one after another with room, no push (the
-  scoring's ``takeable_without_pushing`` on the true states)."""
-  alive = [k for k in on_table(states) if states[k]["standing"]]
-  lying = [k for k in on_table(states) if not states[k]["standing"]]
-  xy = np.array([[s["x"], s["y"]] for s in states]).reshape(-1, 2)
-  widest = np.array([g.widest for g in glasses])
-  taken = []
-  while True:
-    for k in alive:
-      others = [j for j in alive + lying if j != k]
-      if has_room(xy[k], widest[k], xy[others], widest[others]):
-        alive.remove(k)
-        taken.append(k)
-        break
-    else:
-      return taken
 
 
 class Trials:
