@@ -139,14 +139,7 @@ class Trials:
   def take_all_with_room(self) -> list[int]:
     """Take every glass of the scored world that truly has room, one at a
     time, until none has; returns their indices."""
-    taken = []
-    while True:
-      states = self.states()
-      ready = [k for k in on_table(states) if room_now(states, self.glasses, k)]
-      if not ready:
-        return taken
-      self.take(ready[0])
-      taken.append(ready[0])
+    return self._take_all([0])[0]
 
   # -- copies ----------------------------------------------------------------------------
 
@@ -201,7 +194,7 @@ class Trials:
     return out
 
   def _take_all(self, rows: list[int]) -> dict[int, list[int]]:
-    """On copies ``rows``, rounds of takes (one glass per copy per round,
+    """On worlds ``rows`` (copies, or the scored world 0), rounds of takes (one glass per copy per round,
     together) of glasses that truly have room, until none has; returns the
     indices taken per copy."""
     taken: dict[int, list[int]] = {j: [] for j in rows}
@@ -214,7 +207,10 @@ class Trials:
           asks[j] = ready[0]
       if not asks:
         return taken
-      self.world.take({j: self.glasses[k].id for j, k in asks.items()})
+      replies = self.world.take({j: self.glasses[k].id for j, k in asks.items()})
+      for reply in replies.values():
+        if reply[0] != "ok":
+          raise ValueError(reply[2])
       for j, k in asks.items():
         taken[j].append(k)
 
