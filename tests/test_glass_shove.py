@@ -31,8 +31,8 @@ def readings_of(table: int) -> list[dict]:
 
 def test_every_planned_shove_keeps_the_rules():
   """Whatever it picks: a clear start, the aim and every carried glass
-  inside the aim box, at most MAX_CARRIED carried glasses, each squat (by
-  the prediction recomputed here)."""
+  inside the aim box, at most MAX_CARRIED carried glasses, each met low
+  enough for its foot (by the prediction recomputed here)."""
   rng = np.random.default_rng()
   planned = 0
   for table in rng.integers(0, 10_000, 12):
@@ -51,7 +51,7 @@ def test_every_planned_shove_keeps_the_rules():
     assert len(carried) <= shove.MAX_CARRIED
     assert shove.squatness(readings[k]) >= shove.PUSHED_SQUAT
     for j in carried:
-      assert shove.squatness(readings[j]) >= shove.SQUAT
+      assert shove.lever(readings[j], readings[k]) >= shove.LEVER
       assert in_aim_box(new[j])
     assert request["travel"] in shove.TRAVELS
   assert planned > 0
@@ -73,6 +73,42 @@ def test_squatness_is_half_the_foot_over_the_height_with_margins():
   r = dict(foot=0.064, height=0.147)
   assert shove.squatness(r) == (0.064 - 0.004) / 2 / (0.147 + 0.003) == 0.2
   assert shove.squatness(r) < r["foot"] / 2 / r["height"]
+
+
+def test_two_tumblers_meet_at_the_lower_rim():
+  """Both outlines widen upwards: the shorter glass's rim is where they
+  meet, so a short pusher gives a tall glass a long lever (hand-computed)."""
+  tall = dict(height=0.140, widest=0.080, foot=0.064)
+  short = dict(height=0.080, widest=0.070, foot=0.056)
+  assert shove.meeting_height(short, tall) == 0.080
+  assert shove.lever(tall, short) == (0.064 - 0.004) / 2 / (0.080 + 0.003)
+  assert shove.lever(tall, short) > shove.squatness(tall)
+
+
+def test_two_stemmed_glasses_meet_just_above_their_widest():
+  """Equal stemmed glasses (200 mm, widest 80 mm at 40 % + 60 % x 60 % of
+  the height = 152 mm, rim 85 % of it): the summed outline stays within
+  MEET_BAND (4 mm) of its widest 80 mm up to 152 + 48 x 4 / 12 = 168 mm;
+  the 60-point grid's highest height below that."""
+  glass = dict(height=0.200, widest=0.080, foot=0.070)
+  z = shove.meeting_height(glass, glass)
+  step = 0.200 / 59
+  assert 0.168 - step <= z <= 0.168
+
+
+def test_taken_in_turn_matches_the_examiners_count_on_the_truth():
+  """With the readings' width margin taken off, the glasses a greedy taker
+  takes in turn are the table's takeable_without_pushing (the examiner's own
+  count, an independent implementation), on fresh random training tables."""
+  from experts.glass_push.common import WIDTH_MARGIN
+  from mjlab_tasks.glass_push.rules.tables import takeable_without_pushing
+
+  for table in np.random.default_rng().integers(0, 10_000, 8):
+    readings = readings_of(int(table))
+    _, xy, widest, *_ = arrays(readings)
+    narrowed = [dict(r, widest=r["widest"] - WIDTH_MARGIN) for r in readings]
+    expected = len(takeable_without_pushing(xy, widest))
+    assert shove.taken_in_turn(narrowed, xy) == expected
 
 
 class _Looks:
