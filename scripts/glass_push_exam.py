@@ -49,8 +49,8 @@ from mjlab_tasks.engine import traits
 class Args:
   solution: Literal["nudge", "geometric", "shove", "oracle", "limit"]
   """Solution to examine: nudge (blind baseline), geometric (friction from
-  forces, tipping limit), shove (short shoves that carry only squat
-  glasses, re-planned after every look), oracle (NOT a valid solution: geometric's planner
+  forces, tipping limit), shove (short shoves that carry only
+  glasses met low enough for their foot, re-planned after every look), oracle (NOT a valid solution: geometric's planner
   told the true poses and friction by the runner, to measure its limit) or
   limit (NOT a valid solution: a search that tries candidate pushes on
   copies of the true world, the reference every solution is measured
