@@ -42,6 +42,7 @@ BASE = {
   "glass_push_exam.py": ["--solution", "nudge", "--tables", "10000-10001"]
   + ["--output", "{new}"],
   "measure_glass_perception.py": ["--output", "{new}"],
+  "measure_bin_graspability.py": ["--seeds", "0-0", "--output", "{new}"],
   "benchmark.py": ["--json", "{new}.json"],
   "render_poses.py": ["--poses", "{poses}", "--output", "{new}"],
   "plot_training.py": ["--run", "{run}", "--output", "{new}.png"],
@@ -112,6 +113,14 @@ BAD = {
     ["--num-envs", "4"],  # one environment per table: no such flag
     ["--output", "{dir}"],
     ["--output", "{file}/run"],
+  ],
+  "measure_bin_graspability.py": [
+    ["--seeds", "5-2"],
+    ["--seeds", "abc"],
+    ["--random-drops", "-1"],
+    ["--output", "{dir}"],
+    ["--output", "{file}/run"],
+    ["--no-such-flag", "1"],
   ],
   "measure_glass_perception.py": [
     ["--tables", "5-2"],
@@ -436,6 +445,7 @@ REAL_RUNS = {
   "train_bc.py": ["--epochs", "0"],
   "pretrain_actor.py": ["--init-std", "0"],
   "measure_cube_tray_expert.py": ["--mode", "policy"],
+  "measure_bin_graspability.py": ["--seeds", "5-2"],
   "camera_benchmark.py": ["--cameras", "top"],
   "camera_pictures.py": ["--output", "{file}"],
   "mutation_check.py": ["--only", "no_such_mutation"],
