@@ -7,7 +7,7 @@ standing glass, 16 headings, travels of 30, 20 and 10 mm and a clear place
 to put the hand down, the shove after which the first-order prediction
 (``geometric.shove_prediction``: the glasses met are carried along the
 contact normal) lets the most glasses be taken in turn, the shortest
-travel first; with no predicted gain, the shortest one most directly
+travel first; with no predicted gain, the longest one most directly
 towards the group's middle. A shove may carry at most ``MAX_CARRIED``
 glasses and keep every glass it moves inside the aim box; each carried
 glass needs a ``lever`` of at least ``LEVER``: half its foot over the
@@ -37,7 +37,7 @@ from experts.glass_push.common import arrays, in_aim_box, room_by_readings
 from experts.glass_push.geometric import HEADINGS, shove_prediction
 from mjlab_tasks.glass_push import BudgetSpent, Examiner, push_request, start_is_clear
 
-TRAVELS = (0.03, 0.02, 0.01)  # m per shove; the shortest with the most gain wins
+TRAVELS = (0.03, 0.02, 0.01)  # m per shove
 MAX_CARRIED = 3  # glasses a shove may be predicted to carry
 LEVER = 0.26  # a carried glass's half foot over the height where it is met
 LOOKS = 3  # looks averaged per decision
@@ -167,7 +167,7 @@ def _allowed(readings, k, new, xy) -> bool:
 
 def plan(readings: list[dict], in_vain: set, done=frozenset()) -> dict | None:
   """The allowed shove after which the most glasses can be taken in turn
-  (the shortest such), else the shortest most directly towards the group's
+  (the shortest such), else the longest most directly towards the group's
   middle; None when there is none. Glasses in ``done`` are not shoved
   again."""
   _, xy, *_ = arrays(readings)
@@ -193,7 +193,9 @@ def plan(readings: list[dict], in_vain: set, done=frozenset()) -> dict | None:
           continue
         gained = taken_in_turn(readings, new) - now
         u = np.array([math.cos(heading), math.sin(heading)])
-        key = (max(gained, 0), rank, float(u @ inward))
+        # A predicted gain: the shortest shove that gives it. None: the
+        # longest (it freed more on training tables than the shortest).
+        key = (max(gained, 0), rank if gained > 0 else -rank, float(u @ inward))
         if best_key is None or key > best_key:
           best, best_key = request, key
   return best
