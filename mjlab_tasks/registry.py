@@ -151,6 +151,7 @@ def bin_pick_demo_task(
   bin_height: float,
   object_seed: int,
   cameras: tuple[str, ...] = (),
+  object_set: str = "default",
 ) -> DemoTask:
   env_kwargs = {
     "play": True,
@@ -158,6 +159,7 @@ def bin_pick_demo_task(
     "bin_width": bin_width,
     "bin_height": bin_height,
     "object_seed": object_seed,
+    "object_set": object_set,
     "max_steps": max_steps or 3600,
   }
 
@@ -169,6 +171,9 @@ def bin_pick_demo_task(
       bin_height=kwargs["bin_height"],
       num_envs=num_envs,
       object_seed=kwargs["object_seed"],
+      # Files recorded before object sets existed hold the former default,
+      # which is the hard set object for object.
+      object_set=kwargs.get("object_set", "hard"),
       pour_seed=pour_seed,
       cameras=tuple(kwargs.get("cameras", ())),
     )
@@ -224,6 +229,7 @@ def demo_task_from_env_args(args: dict) -> DemoTask:
       kwargs["bin_width"],
       kwargs["bin_height"],
       kwargs["object_seed"],
+      object_set=kwargs.get("object_set", "hard"),
     )
   else:
     raise ValueError(f"unknown task {args['env_name']!r}")

@@ -44,7 +44,14 @@ SCRIPTS = Path(__file__).resolve().parent
 UNMADE = Path(tempfile.gettempdir(), f"collect_demos_ray.{os.getpid()}.unmade")
 ADDRESS = re.compile(r"auto|ray://[^\s:/]+:\d+|[^\s:/]+:\d+")
 # collect_demos.py flags passed on to every shard unchanged (checked there).
-FORWARDED = ("max_steps", "objects", "bin_width", "bin_height", "object_seed")
+FORWARDED = (
+  "max_steps",
+  "objects",
+  "bin_width",
+  "bin_height",
+  "object_seed",
+  "object_set",
+)
 RAY_MISSING = (
   "collect_demos_ray.py needs Ray, an optional extra: "
   "pip install 'manipulation-suite[ray]'"
@@ -99,6 +106,8 @@ class Args:
   """BinPick only: inner wall height [m] (default 0.150; 0.03 to 0.3)."""
   object_seed: int | None = None
   """BinPick only: seed of the object set (default 0)."""
+  object_set: str | None = None
+  """BinPick only: ``default`` or ``hard`` (docs/bin_pick.md)."""
 
 
 def shard_device(args: Args) -> str:

@@ -43,6 +43,7 @@ from cli_args import (
 )
 from tqdm import tqdm
 
+from assets.objects import OBJECT_SETS
 from mjlab_tasks.bin_pick.evaluation import (
   EXPERT,
   TASK,
@@ -83,6 +84,10 @@ class Args:
   """Seed of the pour (drop positions and orientations)."""
   object_seed: int = 0
   """Seed of the object set (shapes, sizes, densities)."""
+  object_set: str = "default"
+  """default (graspable by construction: every object has a grasp in each
+  resting pose in the default bin) or hard (the former default, with wide
+  flat boxes no two-finger grasp reaches lying flat; docs/bin_pick.md)."""
   device: str | None = None
   """cpu or cuda:N (default: cuda:0 when available, else cpu)."""
   engine: str | None = None
@@ -117,6 +122,10 @@ def check_args(args: Args) -> tuple[str, str, Path]:
       f"--bin-height {args.bin_height} m is outside the supported "
       f"{BIN_HEIGHT_RANGE[0]}-{BIN_HEIGHT_RANGE[1]} m."
     )
+  if args.object_set not in OBJECT_SETS:
+    fail(
+      f"--object-set must be one of {', '.join(OBJECT_SETS)}, got {args.object_set!r}."
+    )
   device = check_device(args.device)
   engine = check_engine(args.engine, device)
   output = args.output or Path("reports/binpick_expert") / datetime.now().strftime(
@@ -145,6 +154,7 @@ def build_env(args: Args, device: str, engine: str):
       bin_height=args.bin_height,
       num_envs=args.num_envs,
       object_seed=args.object_seed,
+      object_set=args.object_set,
       pour_seed=args.seed,
       # An image policy's cameras (none otherwise: nothing rendered).
       cameras=() if args.policy is None else bc_cameras(args.policy),

@@ -1,7 +1,8 @@
-"""Graspability of the default bin-picking object set, pose by pose.
+"""Graspability of a bin-picking object set, pose by pose.
 
 For each object seed in ``--seeds``, every object that ``describe_objects``
-draws for the default environment (its ``objects`` count), in each of its
+draws from ``--object-set`` for the default environment (its ``objects``
+count), in each of its
 stable resting poses, is placed alone at the default bin's centre and the
 expert's own CPU replica (``GraspReplica.plan`` with the expert's
 ``ReplicaCfg``, transit height and reach band) is asked for a grasp. Nothing
@@ -23,7 +24,11 @@ and pass) and, when that finds nothing, with its last-resort budget (1000).
   python scripts/measure_bin_graspability.py --seeds 0-19 \\
     --output reports/bin_graspability/seeds_0_19
 
-Writes ``graspability.json`` (every pose) and ``graspability.md`` (per kind).
+``--workers N`` measures N seeds at a time in separate processes (the same
+numbers: each object's drops are seeded by its own seed and slot).
+
+Writes ``graspability.json`` (every pose) and ``graspability.md`` (per kind);
+while it runs, ``objects.partial.jsonl`` holds the seeds measured so far.
 """
 
 from __future__ import annotations
@@ -50,6 +55,10 @@ class Args:
   """Random drop orientations per object, besides the 26 fixed ones."""
   drop_seed: int = 0
   """Seed of the random drop orientations and yaws."""
+  object_set: str = "default"
+  """default or hard (the former default, with wide flat boxes)."""
+  workers: int = 1
+  """Seeds measured at a time, each in its own process."""
 
 
 def parse_seeds(text: str) -> range | None:
@@ -67,6 +76,13 @@ def check_args(args: Args) -> range:
   if seeds is None:
     fail(f"--seeds must be A-B with 0 <= A <= B or one seed A, got {args.seeds!r}.")
   check_at_least(0, random_drops=args.random_drops, drop_seed=args.drop_seed)
+  check_at_least(1, workers=args.workers)
+  from assets.objects import OBJECT_SETS
+
+  if args.object_set not in OBJECT_SETS:
+    fail(
+      f"--object-set must be one of {', '.join(OBJECT_SETS)}, got {args.object_set!r}."
+    )
   if args.output is not None:
     check_new_folder(args.output)
   return seeds
@@ -105,10 +121,11 @@ def canonical_down(kind: str, down: np.ndarray) -> np.ndarray:
   """The down direction up to the object's own symmetry, so that one resting
   pose is not counted several times: a box is symmetric under half turns
   about its axes (the sign of each component does not matter), a capsule
-  under any turn about its axis (only the axial component does)."""
+  or a cylinder under any turn about its axis and a half turn across it
+  (only the size of the axial component does)."""
   if kind in ("box", "wide"):
     return np.abs(down)
-  if kind == "capsule":
+  if kind in ("capsule", "cylinder"):
     return np.array([np.hypot(down[0], down[1]), 0.0, abs(down[2])])
   return down
 
@@ -428,6 +445,8 @@ def summarize(objects: list[dict]) -> dict[str, dict]:
   table = {}
   for kind in KINDS:
     rows = [o for o in objects if o["kind"] == kind]
+    if not rows:
+      continue
     poses = [p for o in rows for p in o["poses"]]
     failed = [p for p in poses if not p["accepted"]]
     table[kind] = {
@@ -451,7 +470,9 @@ def summarize(objects: list[dict]) -> dict[str, dict]:
   return table
 
 
-def markdown(table: dict[str, dict], seeds: range, wall_s: float) -> str:
+def markdown(
+  table: dict[str, dict], seeds: range, wall_s: float, object_set: str
+) -> str:
   head = (
     "| kind | objects | poses | poses without grasp | objects with one | "
     "found only at 1000 checks | accepted grasp not well held | why | "
@@ -467,31 +488,75 @@ def markdown(table: dict[str, dict], seeds: range, wall_s: float) -> str:
     for k, t in table.items()
   ]
   return (
-    f"Object seeds {seeds.start}-{seeds.stop - 1}, default set and bin, "
+    f"Object seeds {seeds.start}-{seeds.stop - 1}, {object_set} set, default bin, "
     f"expert's replica limits; {wall_s:.0f} s.\n\n" + head + "\n".join(lines) + "\n"
   )
+
+
+def measure_seed(
+  seed: int, object_set: str = "default", random_drops: int = 6, drop_seed: int = 0
+) -> list[dict]:
+  """Every object of one object seed, every resting pose checked."""
+  from assets.objects import describe_objects
+
+  setup = expert_setup()
+  objects = []
+  descs = describe_objects(setup.objects, seed, object_set=object_set)
+  for slot, desc in enumerate(descs):
+    # Drops drawn per object: a pose set does not depend on the seed range.
+    rng = np.random.default_rng([drop_seed, seed, slot])
+    objects.append({"seed": seed, **measure_object(desc, setup, random_drops, rng)})
+  return objects
+
+
+def _measure_seed_args(job: tuple) -> list[dict]:
+  return measure_seed(*job)
+
+
+def measure_seeds(args: Args, seeds: range, partial: Path | None = None) -> list[dict]:
+  """All seeds, ``args.workers`` at a time, in seed order; each seed's
+  objects are appended to ``partial`` (JSON lines) as it completes, so an
+  interrupted run keeps what it measured."""
+  from multiprocessing import get_context
+
+  jobs = [(s, args.object_set, args.random_drops, args.drop_seed) for s in seeds]
+  start, objects = time.perf_counter(), []
+  pool = get_context("spawn").Pool(args.workers) if args.workers > 1 else None
+  results = (
+    map(_measure_seed_args, jobs)
+    if pool is None
+    else pool.imap(_measure_seed_args, jobs)
+  )
+  try:
+    for seed, measured in zip(seeds, results, strict=True):
+      objects += measured
+      if partial is not None:
+        with partial.open("a") as f:
+          f.writelines(json.dumps(o) + "\n" for o in measured)
+      done = sum(len(o["poses"]) for o in objects)
+      failed = sum(not p["accepted"] for o in objects for p in o["poses"])
+      print(
+        f"seed {seed}: {done} poses, {failed} without a grasp, "
+        f"{time.perf_counter() - start:.0f} s",
+        flush=True,
+      )
+  finally:
+    if pool is not None:
+      pool.terminate()
+  return objects
 
 
 def main(args: Args) -> int:
   seeds = check_args(args)
   out_dir = create_folder(args.output) if args.output is not None else None
 
-  from assets.objects import describe_objects
-
   setup = expert_setup()
   start = time.perf_counter()
-  objects = []
-  for seed in seeds:
-    for slot, desc in enumerate(describe_objects(setup.objects, seed)):
-      # Drops drawn per object: a pose set does not depend on the seed range.
-      rng = np.random.default_rng([args.drop_seed, seed, slot])
-      measured = measure_object(desc, setup, args.random_drops, rng)
-      objects.append({"seed": seed, **measured})
-    done = sum(len(o["poses"]) for o in objects)
-    print(f"seed {seed}: {done} poses, {time.perf_counter() - start:.0f} s", flush=True)
+  partial = None if out_dir is None else out_dir / "objects.partial.jsonl"
+  objects = measure_seeds(args, seeds, partial)
   wall = time.perf_counter() - start
   table = summarize(objects)
-  text = markdown(table, seeds, wall)
+  text = markdown(table, seeds, wall, args.object_set)
   print(text)
   if out_dir is not None:
     report = {
@@ -500,12 +565,14 @@ def main(args: Args) -> int:
       "replica_cfg": asdict(setup.replica_cfg),
       "random_drops": args.random_drops,
       "drop_seed": args.drop_seed,
+      "object_set": args.object_set,
       "wall_s": round(wall, 1),
       "per_kind": table,
       "objects": objects,
     }
     (out_dir / "graspability.json").write_text(json.dumps(report, indent=1))
     (out_dir / "graspability.md").write_text(text)
+    partial.unlink()
   return 0
 
 

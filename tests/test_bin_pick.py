@@ -131,8 +131,9 @@ class BinFrame:
 
 def posed_points(model: mujoco.MjModel, xpos, xmat, body: int) -> np.ndarray:
   """Points [P, 3] whose axis-aligned hull is that of the body's collision
-  geoms, from MuJoCo's geom poses: box corners, mesh vertices, and capsule
-  end centres (sphere centres) pushed by the radius along each world axis."""
+  geoms, from MuJoCo's geom poses: box corners, mesh vertices, capsule
+  end centres (sphere centres) pushed by the radius along each world axis,
+  and cylinder end centres pushed by each end disc's extent along it."""
   out = []
   for g in np.nonzero(model.geom_bodyid == body)[0]:
     rot, centre = xmat[g].reshape(3, 3), xpos[g]
@@ -149,6 +150,14 @@ def posed_points(model: mujoco.MjModel, xpos, xmat, body: int) -> np.ndarray:
     elif kind == mujoco.mjtGeom.mjGEOM_CAPSULE:
       ends = np.array([[0, 0, -size[1]], [0, 0, size[1]]]) @ rot.T + centre
       push = size[0] * np.concatenate([np.eye(3), -np.eye(3)])
+      out.append((ends[:, None] + push[None]).reshape(-1, 3))
+    elif kind == mujoco.mjtGeom.mjGEOM_CYLINDER:
+      # Each end disc's extent along world axis i is r * sqrt(1 - a_i^2)
+      # for the axis direction a.
+      axis = rot[:, 2]
+      ends = np.array([-axis * size[1], axis * size[1]]) + centre
+      reach = size[0] * np.sqrt(np.clip(1.0 - axis**2, 0.0, None))
+      push = np.concatenate([np.diag(reach), -np.diag(reach)])
       out.append((ends[:, None] + push[None]).reshape(-1, 3))
     else:
       raise AssertionError(f"object geom type {kind} not covered by this test")

@@ -116,7 +116,7 @@ def test_object_table_matches_the_generated_set():
     "capsule": "capsule",
     "irregular": "irregular",
     "ell": "L-block",
-    "wide": "wide flat box",
+    "cylinder": "cylinder",
   }
   rows = re.findall(
     r"^\| (obj_\d\d) \| ([^|]+) \| (\d+) x (\d+) x (\d+) \| (\d+) \| (\d+) \|$",

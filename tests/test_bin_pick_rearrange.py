@@ -119,7 +119,10 @@ class Scene:
 
 @pytest.fixture(scope="module")
 def scene():
-  env = make_env(bin_pick_env_cfg(num_envs=1, objects=5), device="cpu", engine="mujoco")
+  # The hard set: its fifth object is a wide flat box (a standing one is
+  # toppled below); the first four are the default set's.
+  cfg = bin_pick_env_cfg(num_envs=1, objects=5, object_set="hard")
+  env = make_env(cfg, device="cpu", engine="mujoco")
   env.reset()
   yield Scene(env)
   env.close()

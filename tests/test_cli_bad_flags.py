@@ -95,6 +95,7 @@ BAD = {
     ["--bin-height", "1.0"],
     ["--bin-height", "nan"],
     ["--videos", "9"],
+    ["--object-set", "soft"],
   ],
   "evaluate_glass_push.py": [
     ["--tables", "5-2"],
@@ -118,6 +119,8 @@ BAD = {
     ["--seeds", "5-2"],
     ["--seeds", "abc"],
     ["--random-drops", "-1"],
+    ["--workers", "0"],
+    ["--object-set", "wide"],
     ["--output", "{dir}"],
     ["--output", "{file}/run"],
     ["--no-such-flag", "1"],
@@ -206,6 +209,8 @@ BAD = {
     ["--seed", "-1"],
     ["--cameras", "wrist,top"],
     ["--objects", "4"],  # BinPick only
+    ["--object-set", "hard"],  # BinPick only
+    ["--task", "BinPick-UR5-RG2", "--object-set", "soft"],
     ["--output", "{new}.txt"],
   ],
   "collect_demos_ray.py": [
@@ -222,6 +227,7 @@ BAD = {
     ["--max-steps", "0"],
     ["--seed", "-1"],
     ["--objects", "4"],  # BinPick only
+    ["--task", "BinPick-UR5-RG2", "--object-set", "soft"],
     ["--output", "{dir}"],
     ["--output", "{new}.txt"],
     ["--output", "{file}/run.hdf5"],

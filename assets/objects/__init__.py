@@ -1,13 +1,29 @@
-"""A seeded, varied object set for bin picking, built procedurally.
+"""Seeded, varied object sets for bin picking, built procedurally.
 
-Kinds (cycled, dimensions drawn from the object seed):
+Two sets (``OBJECT_SETS``), each cycling through five kinds with dimensions
+drawn from the object seed:
+
+- ``default``: box, capsule, irregular, ell, cylinder. Graspable by
+  construction: every object, in each of its resting poses alone at the
+  default bin's centre, has a grasp the expert's planner accepts
+  (``tests/test_bin_graspability.py``; docs/bin_pick.md).
+- ``hard``: box, capsule, irregular, ell, wide -- the former default set,
+  object for object (a cylinder and a wide box draw the same number of
+  random numbers, so boxes, capsules and irregular hulls are identical in
+  both sets, and L-blocks differ only in thickness). Its wide
+  flat boxes have no two-finger grasp lying flat in the default bin: for
+  non-prehensile work.
+
+Kinds:
 
 - ``box``: a cuboid, 25 to 70 mm sides;
 - ``capsule``: 15 to 25 mm radius, 30 to 80 mm long;
 - ``irregular``: a convex hull of 14 random points on a squashed ellipsoid
   (an irregular mesh; MuJoCo collides with its convex hull);
 - ``ell``: an L-shaped block made of two boxes, i.e. a non-convex object
-  given by its convex decomposition;
+  given by its convex decomposition, 25 to 30 mm thick (20 to 30 mm in the
+  hard set);
+- ``cylinder``: 15 to 28 mm radius, 40 to 90 mm long;
 - ``wide``: a flat box 90 to 104 by 120 to 140 mm, 20 mm thick: wider than
   the RG2's 110 mm stroke along its long axis, so it is graspable only across
   its width or its thickness.
@@ -23,7 +39,16 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
-KINDS = ("box", "capsule", "irregular", "ell", "wide")
+OBJECT_SETS = {
+  "default": ("box", "capsule", "irregular", "ell", "cylinder"),
+  "hard": ("box", "capsule", "irregular", "ell", "wide"),
+}
+KINDS = ("box", "capsule", "irregular", "ell", "cylinder", "wide")
+# Least half thickness of an L-block [m]. Lying flat, a 20 mm L-block with
+# 79 mm arms in the default bin had no grasp (the hand reaching that low
+# meets a wall; object seed 31, docs/bin_pick.md); at 25 mm, as thin as the
+# thinnest box, it has. Same draw: the hard set keeps its 20 mm.
+ELL_MIN_HALF_THICKNESS = {"default": 0.0125, "hard": 0.01}
 
 
 @dataclass(frozen=True)
@@ -38,12 +63,20 @@ class ObjectDesc:
   params: dict
 
 
-def describe_objects(count: int, seed: int = 0) -> list[ObjectDesc]:
-  """Deterministic descriptions of ``count`` objects for ``seed``."""
+def describe_objects(
+  count: int, seed: int = 0, object_set: str = "default"
+) -> list[ObjectDesc]:
+  """Deterministic descriptions of ``count`` objects of ``object_set`` for
+  ``seed``."""
+  if object_set not in OBJECT_SETS:
+    raise ValueError(
+      f"object set {object_set!r} is not one of {', '.join(OBJECT_SETS)}."
+    )
+  kinds = OBJECT_SETS[object_set]
   rng = np.random.default_rng(seed)
   out = []
   for i in range(count):
-    kind = KINDS[i % len(KINDS)]
+    kind = kinds[i % len(kinds)]
     density = float(rng.uniform(300, 900))
     if kind == "box":
       half = rng.uniform(0.0125, 0.035, 3)
@@ -64,10 +97,15 @@ def describe_objects(count: int, seed: int = 0) -> list[ObjectDesc]:
       a, b, t = (
         rng.uniform(0.03, 0.045),
         rng.uniform(0.025, 0.035),
-        rng.uniform(0.01, 0.015),
+        rng.uniform(ELL_MIN_HALF_THICKNESS[object_set], 0.015),
       )
       params = {"long": float(a), "short": float(b), "thick": float(t)}
       extent = np.array([a, a, t])
+    elif kind == "cylinder":
+      # Two draws, as the wide box's: the other slots match the hard set's.
+      radius, half_len = rng.uniform(0.015, 0.028), rng.uniform(0.02, 0.045)
+      params = {"radius": float(radius), "half_length": float(half_len)}
+      extent = np.array([radius, radius, half_len])
     else:  # wide
       params = {
         "half": [float(rng.uniform(0.045, 0.052)), float(rng.uniform(0.06, 0.07)), 0.01]
@@ -94,6 +132,13 @@ def object_spec(desc: ObjectDesc, rgba=(0.3, 0.6, 0.8, 1.0)) -> mujoco.MjSpec:
     body.add_geom(
       name="g0",
       type=mujoco.mjtGeom.mjGEOM_CAPSULE,
+      size=[p["radius"], p["half_length"], 0],
+      **common,
+    )
+  elif desc.kind == "cylinder":
+    body.add_geom(
+      name="g0",
+      type=mujoco.mjtGeom.mjGEOM_CYLINDER,
       size=[p["radius"], p["half_length"], 0],
       **common,
     )

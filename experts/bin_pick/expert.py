@@ -132,6 +132,15 @@ _MOTION = (
   Stage.PUSH_UP,
 )
 _PUSHING = (Stage.PUSH_ABOVE, Stage.PUSH_DOWN, Stage.PUSH)
+# Moves of the hand without an object (``transit_speed``).
+_TRANSIT = (
+  Stage.MOVE_ABOVE,
+  Stage.DESCEND,
+  Stage.RETREAT,
+  Stage.RECOVER,
+  Stage.PUSH_ABOVE,
+  Stage.PUSH_UP,
+)
 # Which objects are rearranged first: those lying across the bin or standing
 # block the others; then objects whose grasps failed, then those by a wall.
 _SITUATION_ORDER = ("across", "standing", "failed_grasps", "wall", "blocked")
@@ -220,6 +229,19 @@ class BinPickExpertCfg:
   lift_speed: float = 0.5
   """Largest translation action while the held object is still within
   ``careful_lift`` of where it was grasped (fraction of a full action)."""
+  transit_speed: float = 3.0
+  """Largest translation action of the hand moving without an object
+  (move above, descend, retreat, recover, to and from a push) [action
+  units of 5 mm; the task's bound is 8]. Measured on pour and object seed
+  1 (docs/bin_pick.md): 1 unit everywhere 20.0 s per delivery, 2 units
+  (carry 2, turn 2) 13.5 s, 3 units (carry 2, turn 4) 12.5 s; the target
+  leads the tool by at most 20 mm, which bounds the speed beyond."""
+  carry_speed: float = 2.0
+  """Largest translation action with a held object, past the careful lift
+  and until the lowering (lift, carry) [action units]."""
+  turn_speed: float = 4.0
+  """Largest rotation action [action units, 1 degree each; the task's
+  bound, 80 degrees/s]."""
   careful_lift: float = 0.03
   """Lift height over which the object leaves the pile slowly [m]."""
   settle_time: float = 1.5
@@ -232,8 +254,8 @@ class BinPickExpertCfg:
   """A descent or a lowering off its target whose tool has moved less than
   ``stall_distance`` for this long, its commanded turn done, has stalled
   (blocked by an object or the pile): a descent fails then as on its
-  timeout, a lowering releases the object where it rests [s]. At the task's
-  5 mm per step the tool covers 150 mm in that time."""
+  timeout, a lowering releases the object where it rests [s]. At 5 mm per
+  step (a lowering's speed) the tool covers 150 mm in that time."""
   stall_distance: float = 0.002
   """Tool motion that counts as progress for ``stall_time`` [m]."""
   max_attempts: int = 3
@@ -1122,7 +1144,9 @@ class BinPickExpert:
       axis_angle_from_quat(quat_mul(self.target_quat, quat_inv(base_quat)))
       / self.arm.cfg.rotation_scale
     )
-    turn = turn / turn.abs().amax(-1, keepdim=True).clamp_min(1.0)
+    turn = turn / (turn.abs().amax(-1, keepdim=True) / self.cfg.turn_speed).clamp_min(
+      1.0
+    )
     idle = self.done | now.at(Stage.PLAN)
     move[idle] = 0.0
     turn[idle] = 0.0
@@ -1141,6 +1165,9 @@ class BinPickExpert:
     low = now.tool_pos[:, 2] < self.grasp_pos[:, 2] + self.cfg.careful_lift
     careful = now.at(Stage.LIFT) & low
     limit = torch.ones_like(self.stage_time)
+    for stage in _TRANSIT:
+      limit[now.at(stage)] = 1.0 / self.cfg.transit_speed
+    limit[now.at(Stage.LIFT) | now.at(Stage.CARRY)] = 1.0 / self.cfg.carry_speed
     limit[careful] = 1.0 / self.cfg.lift_speed
     limit[now.at(Stage.PUSH)] = 1.0 / self.cfg.push_speed
     limit = limit.unsqueeze(-1)

@@ -377,23 +377,23 @@ class GraspReplica:
     base, moved = corners(0.0), corners(1e-3)
     return base, (moved - base) / 1e-3
 
-  def _hand_clear(self, candidates: GraspCandidates) -> np.ndarray:
+  def _hand_clear(self, candidates: GraspCandidates, idx: np.ndarray) -> np.ndarray:
     """Whether every surface point of the hand's collision boxes, posed at
-    each open candidate, is ``wall_clearance`` from the bin walls and
-    ``floor_clearance`` above its floor (signed distances) [N]."""
-    if len(candidates) == 0:
+    each open candidate in ``idx``, is ``wall_clearance`` from the bin walls
+    and ``floor_clearance`` above its floor (signed distances) [len(idx)]."""
+    if len(idx) == 0:
       return np.zeros(0, bool)
     # The smaller opening: the order is a cheap guess, the check decides.
     open_width = np.minimum(
-      RG2_MAX_OPENING, candidates.width + 2 * self.cfg.tight_open_margin
+      RG2_MAX_OPENING, candidates.width[idx] + 2 * self.cfg.tight_open_margin
     )
     finger_q = open_width / 2 - RG2_MAX_OPENING / 4  # [N]
     corners = self._corners0 + finger_q[:, None, None] * self._corners_rate  # [N, P, 3]
     points = (
-      np.einsum("nij,npj->npi", candidates.rotation_w, corners)
-      + candidates.position_w[:, None]
+      np.einsum("nij,npj->npi", candidates.rotation_w[idx], corners)
+      + candidates.position_w[idx, None]
     )
-    clear = np.ones(len(candidates), bool)
+    clear = np.ones(len(idx), bool)
     for g in self.bin_geoms:
       if self.model.geom_type[g] != mujoco.mjtGeom.mjGEOM_BOX:
         continue
@@ -404,6 +404,19 @@ class GraspReplica:
       need = self.cfg.wall_clearance if self._is_wall[g] else self.cfg.floor_clearance
       clear &= sdf.min(axis=-1) >= need
     return clear
+
+  def _clear_first(self, candidates: GraspCandidates, idx: np.ndarray):
+    """``idx`` (candidate ranks, ascending) with the hand-clear ones first,
+    each group in rank order; clearance is computed a chunk at a time, as
+    far as the caller reads (most plans succeed on the first candidate)."""
+    unclear = []
+    for start in range(0, len(idx), _CLEAR_CHUNK):
+      chunk = idx[start : start + _CLEAR_CHUNK]
+      clear = self._hand_clear(candidates, chunk)
+      yield from chunk[clear]
+      unclear.append(chunk[~clear])
+    for chunk in unclear:
+      yield from chunk
 
   def object_triangles(self, k: int) -> np.ndarray:
     """Object k's surface triangles [T, 3, 3], posed as the replica is."""
@@ -481,8 +494,7 @@ class GraspReplica:
     keep = (self.well_held(candidates) == held_pass) & (
       candidates.width <= self.cfg.max_width
     )
-    order = np.lexsort((np.arange(len(candidates)), ~self._hand_clear(candidates)))
-    for rank in order[keep[order]]:
+    for rank in self._clear_first(candidates, np.flatnonzero(keep)):
       if budget <= 0:
         break
       key = (
@@ -540,3 +552,7 @@ _HAND_SIDE_REASONS = ("wall_clearance", "table_collision", "approach_collision")
 
 def _wrap(angle: float) -> float:
   return (angle + np.pi) % (2 * np.pi) - np.pi
+
+
+# Candidates whose hand clearance is computed at once (_clear_first).
+_CLEAR_CHUNK = 64

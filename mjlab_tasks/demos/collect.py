@@ -63,6 +63,7 @@ def make_task(
   bin_width: float | None = None,
   bin_height: float | None = None,
   object_seed: int | None = None,
+  object_set: str | None = None,
 ) -> DemoTask:
   """The task as collection runs it (None: the task's default)."""
   from mjlab_tasks.registry import bin_pick_demo_task, cube_tray_demo_task
@@ -76,6 +77,7 @@ def make_task(
     bin_height=bin_height or 0.150,
     object_seed=object_seed or 0,
     cameras=cameras,
+    object_set=object_set or "default",
   )
 
 
