@@ -108,6 +108,9 @@ def test_pourer_numbers():
   assert bp.BinGeometry(height=0.06).stop_height == pytest.approx(0.06 * percent / 100)
   (final,) = quoted(r"then (\d+) s of final settling")
   assert final == pour.final_settle_s
+  still, extra = quoted(r"moves faster than ([\d.]+) m/s, for at most (\d+) s more")
+  assert still == pour.still_speed
+  assert extra == pour.max_extra_settle_s
 
 
 def test_object_table_matches_the_generated_set():

@@ -39,7 +39,7 @@ from mjlab.managers.scene_entity_config import SceneEntityCfg
 from mjlab.managers.termination_manager import TerminationTermCfg
 from mjlab.sensor import ContactMatch, ContactSensorCfg
 
-from assets.objects import ObjectDesc, describe_objects, object_spec
+from assets.objects import ObjectDesc, ObjectSet, describe_objects, object_spec
 from assets.ur5_rg2 import PAD_GEOM_NAMES, TCP_SITE_NAME
 from evaluators.bin_pick import BinLayout
 from mjlab_tasks.bin_pick import mdp
@@ -153,6 +153,11 @@ class PourCfg:
   drop_settle_s: float = 0.35
   """Simulated time after each drop before the pile is measured."""
   final_settle_s: float = 1.0
+  still_speed: float = 0.02
+  """After the final settling, the pour goes on settling while a poured
+  object moves faster than this [m/s] (the last drop may still tumble)..."""
+  max_extra_settle_s: float = 3.0
+  """... for at most this much longer [s]."""
   names: tuple[str, ...] = field(default_factory=tuple)
   """Entity names of the object slots, in pouring order."""
   rounds: int = 1
@@ -251,6 +256,13 @@ class BinPourer:
       env.sim.step()
     env.sim.forward()
 
+  def _moving(self, env: ManagerBasedRlEnv, poured: torch.Tensor) -> bool:
+    """Whether any poured object moves faster than ``still_speed``."""
+    speeds = torch.stack(
+      [env.scene[n].data.root_link_lin_vel_w.norm(dim=-1) for n in self.cfg.names], -1
+    )
+    return bool(((speeds > self.cfg.still_speed) & poured).any())
+
   def _inside_bin(self, env: ManagerBasedRlEnv, name: str) -> torch.Tensor:
     """Object wholly within the inner walls and not below the floor [B]."""
     (x0, x1), (y0, y1) = self.cfg.geometry.inner_bounds()
@@ -324,6 +336,10 @@ class BinPourer:
       )
       pouring &= (top - BIN_FLOOR) < geom.stop_height
     self._settle(env, self.cfg.final_settle_s)
+    extra = 0.0
+    while extra < self.cfg.max_extra_settle_s and self._moving(env, in_bin):
+      self._settle(env, _SETTLE_CHUNK_S)
+      extra += _SETTLE_CHUNK_S
     # Objects can still shift while the pile settles: count what is in the bin.
     for k, name in enumerate(self.cfg.names):
       in_bin[:, k] &= self._inside_bin(env, name)
@@ -398,6 +414,10 @@ def object_bounds(
   return lo - origin, hi - origin
 
 
+# Settling steps of the pour's wait for still objects [s].
+_SETTLE_CHUNK_S = 0.25
+
+
 def _origin_pad(origins: torch.Tensor) -> torch.Tensor:
   """Env origins as a [B, 13] root-state offset (positions only)."""
   pad = torch.zeros(origins.shape[0], 13, device=origins.device)
@@ -422,7 +442,7 @@ def bin_pick_env_cfg(
   arm_action: Literal["cartesian", "joint"] = "cartesian",
   num_envs: int = 1,
   object_seed: int = 0,
-  object_set: str = "default",
+  object_set: ObjectSet = "default",
   pour_seed: int = 0,
   pour_rounds: int = 1,
   end_on_clear: bool = True,
