@@ -229,7 +229,6 @@ def demo_task_from_env_args(args: dict) -> DemoTask:
       kwargs["bin_width"],
       kwargs["bin_height"],
       kwargs["object_seed"],
-      object_set=kwargs.get("object_set", "hard"),
     )
   else:
     raise ValueError(f"unknown task {args['env_name']!r}")

@@ -42,7 +42,7 @@ from cli_args import (
 )
 from tqdm import tqdm
 
-from assets.objects import OBJECT_SETS
+from assets.objects import ObjectSet
 from mjlab_tasks.demos.collect import shard_seeds
 from mjlab_tasks.demos.format import SUFFIXES
 from mjlab_tasks.registry import DEMO_TASKS as TASKS
@@ -98,7 +98,7 @@ class Args:
   """BinPick only: inner wall height [m] (default 0.150; 0.03 to 0.3)."""
   object_seed: int | None = None
   """BinPick only: seed of the object set (default 0)."""
-  object_set: str | None = None
+  object_set: ObjectSet | None = None
   """BinPick only: ``default`` (graspable by construction) or ``hard`` (the
   former default, with wide flat boxes; docs/bin_pick.md)."""
 
@@ -147,10 +147,6 @@ def check_args(args: Args) -> Plan:
       fail(
         f"--{flag.replace('_', '-')} {value} m is outside the supported {lo}-{hi} m."
       )
-  if args.object_set is not None and args.object_set not in OBJECT_SETS:
-    fail(
-      f"--object-set must be one of {', '.join(OBJECT_SETS)}, got {args.object_set!r}."
-    )
   shard = parse_shard(args.shard)
   episodes = args.num_envs if args.episodes is None else args.episodes
   seeds = shard_seeds(args.seed, episodes, shard)

@@ -37,6 +37,7 @@ import collect_demos
 import merge_demos
 from cli_args import check_new_file, fail, parse
 
+from assets.objects import ObjectSet
 from mjlab_tasks.demos.format import SUFFIXES
 from mjlab_tasks.engine import ENGINES, traits
 
@@ -106,7 +107,7 @@ class Args:
   """BinPick only: inner wall height [m] (default 0.150; 0.03 to 0.3)."""
   object_seed: int | None = None
   """BinPick only: seed of the object set (default 0)."""
-  object_set: str | None = None
+  object_set: ObjectSet | None = None
   """BinPick only: ``default`` or ``hard`` (docs/bin_pick.md)."""
 
 

@@ -43,7 +43,7 @@ from cli_args import (
 )
 from tqdm import tqdm
 
-from assets.objects import OBJECT_SETS
+from assets.objects import ObjectSet
 from mjlab_tasks.bin_pick.evaluation import (
   EXPERT,
   TASK,
@@ -84,7 +84,7 @@ class Args:
   """Seed of the pour (drop positions and orientations)."""
   object_seed: int = 0
   """Seed of the object set (shapes, sizes, densities)."""
-  object_set: str = "default"
+  object_set: ObjectSet = "default"
   """default (graspable by construction: every object has a grasp in each
   resting pose in the default bin) or hard (the former default, with wide
   flat boxes no two-finger grasp reaches lying flat; docs/bin_pick.md)."""
@@ -121,10 +121,6 @@ def check_args(args: Args) -> tuple[str, str, Path]:
     fail(
       f"--bin-height {args.bin_height} m is outside the supported "
       f"{BIN_HEIGHT_RANGE[0]}-{BIN_HEIGHT_RANGE[1]} m."
-    )
-  if args.object_set not in OBJECT_SETS:
-    fail(
-      f"--object-set must be one of {', '.join(OBJECT_SETS)}, got {args.object_set!r}."
     )
   device = check_device(args.device)
   engine = check_engine(args.engine, device)

@@ -43,6 +43,8 @@ from pathlib import Path
 import numpy as np
 from cli_args import check_at_least, check_new_folder, create_folder, fail, parse
 
+from assets.objects import ObjectSet
+
 
 @dataclass
 class Args:
@@ -55,7 +57,7 @@ class Args:
   """Random drop orientations per object, besides the 26 fixed ones."""
   drop_seed: int = 0
   """Seed of the random drop orientations and yaws."""
-  object_set: str = "default"
+  object_set: ObjectSet = "default"
   """default or hard (the former default, with wide flat boxes)."""
   workers: int = 1
   """Seeds measured at a time, each in its own process."""
@@ -77,12 +79,6 @@ def check_args(args: Args) -> range:
     fail(f"--seeds must be A-B with 0 <= A <= B or one seed A, got {args.seeds!r}.")
   check_at_least(0, random_drops=args.random_drops, drop_seed=args.drop_seed)
   check_at_least(1, workers=args.workers)
-  from assets.objects import OBJECT_SETS
-
-  if args.object_set not in OBJECT_SETS:
-    fail(
-      f"--object-set must be one of {', '.join(OBJECT_SETS)}, got {args.object_set!r}."
-    )
   if args.output is not None:
     check_new_folder(args.output)
   return seeds
@@ -494,7 +490,10 @@ def markdown(
 
 
 def measure_seed(
-  seed: int, object_set: str = "default", random_drops: int = 6, drop_seed: int = 0
+  seed: int,
+  object_set: ObjectSet = "default",
+  random_drops: int = 6,
+  drop_seed: int = 0,
 ) -> list[dict]:
   """Every object of one object seed, every resting pose checked."""
   from assets.objects import describe_objects

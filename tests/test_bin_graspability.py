@@ -9,12 +9,13 @@ alone at the default bin's centre, has a grasp the expert's planner accepts
 from __future__ import annotations
 
 import os
+from typing import get_args
 
 import numpy as np
 import pytest
 from script_runner import load_tool
 
-from assets.objects import OBJECT_SETS, ObjectDesc, describe_objects
+from assets.objects import OBJECT_SETS, ObjectDesc, ObjectSet, describe_objects
 
 FLAT = np.array([1.0, 0.0, 0.0, 0.0])
 
@@ -108,6 +109,8 @@ def test_the_default_set_is_the_hard_set_with_cylinders_for_wide_boxes():
     else:
       assert d == h
   assert {d.kind for d in default} == set(OBJECT_SETS["default"])
+  # The flags' choices are the sets.
+  assert get_args(ObjectSet) == tuple(OBJECT_SETS)
   with pytest.raises(ValueError, match="object set 'soft'"):
     describe_objects(3, seed, object_set="soft")
 

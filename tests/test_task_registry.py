@@ -62,6 +62,24 @@ def test_the_library_registry_holds_every_task():
     assert again.task_id == task_id and again.env_kwargs == demo.env_kwargs
 
 
+def test_bin_pick_demo_files_name_their_object_set():
+  """A file records its object set; one recorded before sets existed (no
+  ``object_set``) held the former default set, now the hard set."""
+  from mjlab_tasks.registry import TASKS, demo_task_from_env_args
+
+  def kinds(env_kwargs: dict) -> set[str]:
+    recorded = {"env_name": "BinPick-UR5-RG2", "env_kwargs": env_kwargs}
+    task = demo_task_from_env_args(recorded)
+    pour = task.make_cfg(task.env_kwargs, 1).events["pour"].params["pour"]
+    return {d.kind for d in pour.objects}
+
+  demo = TASKS["BinPick-UR5-RG2"].demo_task(600, 5, 0.14, 0.06, 3)
+  assert demo.env_kwargs["object_set"] == "default"
+  assert "cylinder" in kinds(demo.env_kwargs)
+  legacy = {k: v for k, v in demo.env_kwargs.items() if k != "object_set"}
+  assert "wide" in kinds(legacy) and "cylinder" not in kinds(legacy)
+
+
 def test_importing_the_packages_imports_no_mjlab():
   """The suite's packages (what a solution process imports, e.g. the glass
   examiner's client) import neither mjlab nor torch; they register the

@@ -35,11 +35,14 @@ goods). Every object has a free joint and collides as convex pieces.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import mujoco
 import numpy as np
 
-OBJECT_SETS = {
+ObjectSet = Literal["default", "hard"]
+"""The object sets by name (command-line flags take these)."""
+OBJECT_SETS: dict[ObjectSet, tuple[str, ...]] = {
   "default": ("box", "capsule", "irregular", "ell", "cylinder"),
   "hard": ("box", "capsule", "irregular", "ell", "wide"),
 }
@@ -64,7 +67,7 @@ class ObjectDesc:
 
 
 def describe_objects(
-  count: int, seed: int = 0, object_set: str = "default"
+  count: int, seed: int = 0, object_set: ObjectSet = "default"
 ) -> list[ObjectDesc]:
   """Deterministic descriptions of ``count`` objects of ``object_set`` for
   ``seed``."""
