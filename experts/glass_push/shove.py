@@ -149,14 +149,14 @@ def taken_in_turn(readings: list[dict], centres: np.ndarray) -> int:
     taken += 1
 
 
-def carried_by(readings, k, new, xy) -> list[int]:
+def carried_by(k, new, xy) -> list[int]:
   """The glasses other than ``k`` that the prediction moves."""
   moved = np.linalg.norm(new - xy, axis=1) > 1e-6
   return [j for j in np.nonzero(moved)[0].tolist() if j != k]
 
 
 def _allowed(readings, k, new, xy) -> bool:
-  carried = carried_by(readings, k, new, xy)
+  carried = carried_by(k, new, xy)
   return len(carried) <= MAX_CARRIED and all(
     readings[j]["standing"]
     and in_aim_box(new[j])
