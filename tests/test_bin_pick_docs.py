@@ -301,10 +301,19 @@ def test_expert_numbers():
   assert (close, squeeze / 1000) == (cfg.close_time, cfg.grip_squeeze)
   (carry,) = quoted(r"lowest point is (\d+) mm above the rim\)")
   assert carry == mm(cfg.carry_clearance)[0]
-  (ring,) = quoted(r"a ring of six at (\d+) mm around the drop destination")
-  assert ring == mm(cfg.drop_slot_radius)[0]
-  (outer,) = quoted(r"there, an outer ring of ten at (\d+) mm;")
-  assert outer == mm(cfg.outer_slot_radius)[0]
+  spacing, radius, knock = quoted(
+    r"grid of (\d+) mm within (\d+) mm of the drop destination, (\d+) mm inside"
+  )
+  assert (spacing, knock) == (mm(cfg.placement_spacing)[0], mm(cfg.knock_margin)[0])
+  assert radius == mm(DeliveryThresholds().drop_radius - cfg.knock_margin)[0]
+  gap, watch, directions = quoted(
+    r"stays (\d+) mm from the\s+footprint of every object within ([\d.]+) m of "
+    r"the drop destination.*?support\s+functions on (\d+) directions"
+  )
+  assert (gap, watch) == (mm(cfg.drop_gap)[0], cfg.zone_watch)
+  assert directions == expert_module._FOOTPRINT_DIRECTIONS
+  (release_margin,) = quoted(r"opening to the grasp width plus (\d+) mm per side")
+  assert release_margin == mm(cfg.release_margin)[0]
   (gap, settle) = quoted(
     r"`lower` \(vertical, object (\d+) mm above the table, then until\s+the "
     r"object is still by the evaluator's speed limits, at most (\d+) s"
@@ -329,7 +338,7 @@ def test_expert_numbers():
     r"`plan` \(it waits, at most ([\d.]+) s, until every undelivered object"
   )
   assert settle_time == cfg.settle_time
-  (release,) = quoted(r"`release` \(pre-shaped opening, ([\d.]+) s\)")
+  (release,) = quoted(r"at most the pre-shaped opening, ([\d.]+) s\)")
   assert release == cfg.release_time
   (verify,) = quoted(r"`verify` \(up to (\d+) s for the evaluator's verdict")
   assert verify == cfg.verify_time
@@ -343,10 +352,6 @@ def test_expert_numbers():
     r"descent whose tool has moved less than (\d+) mm for ([\d.]+) s off its target"
   )
   assert (stall, still) == (mm(cfg.stall_distance)[0], cfg.stall_time)
-  slot_gap, watch = quoted(
-    r"stays (\d+) mm from the bounding circle of\s+every object within ([\d.]+) m"
-  )
-  assert (slot_gap, watch) == (mm(cfg.slot_gap)[0], cfg.zone_watch)
   (attempts,) = quoted(r"given up after (\d+) failed attempts")
   assert attempts == cfg.max_attempts
   reach = quoted(r"reachable table \(([\d.]+) to ([\d.]+) m from the base\)")

@@ -10,6 +10,7 @@ import pytest
 import torch
 from mjlab.utils.lab_api.math import matrix_from_quat, quat_from_angle_axis, quat_mul
 
+from assets.ur5_rg2.model import RG2_PAD_HALF
 from experts.bin_pick.expert import (
   GRIPPER_OPEN,
   BinPickExpert,
@@ -495,61 +496,6 @@ def test_a_motion_still_turning_does_not_time_out(expert, turn_deg, times_out, r
   assert stage == (Stage.RECOVER if times_out else Stage.DESCEND)
 
 
-def test_the_drop_slot_is_the_free_one_nearest_the_bin(expert, monkeypatch, rng):
-  # Random objects (random bounding radii) around the drop destination, some
-  # farther than 0.3 m from it (they do not count), and a random held-object
-  # reach. Reference: the slots (the centre, six at 80 mm, ten at 115 mm)
-  # where the held object lies wholly within the 150 mm delivery radius (the
-  # inner ones always); free where the held object keeps 15 mm from every
-  # counted object's circle; the free one with the shortest per-axis travel
-  # from the bin's centre, else the one farthest from those circles.
-  from mjlab_tasks.bin_pick.env_cfg import BIN_CENTRE, DROP_DESTINATION
-
-  drop = np.array(DROP_DESTINATION)
-  slots = [np.zeros(2)] + [
-    0.08 * np.array([np.cos(a), np.sin(a)]) for a in np.arange(6) * np.pi / 3
-  ]
-  slots += [
-    0.115 * np.array([np.cos(a), np.sin(a)])
-    for a in np.arange(10) * np.pi / 5 + np.pi / 10
-  ]
-  slots = drop + np.array(slots)
-  travel = np.abs(slots - np.array(BIN_CENTRE[:2])).max(-1)
-  radius = np.linalg.norm(slots - drop, axis=-1)
-  outcomes = set()
-  for trial in range(40):
-    # Every other zone crowded: 12 objects within 100 mm.
-    n, spread = (7, 0.3) if trial % 2 else (13, 0.1)
-    pos = np.zeros((1, n, 3))
-    pos[0, :, :2] = drop + rng.uniform(-spread, spread, (n, 2))
-    bound = rng.uniform(0.01, 0.07, n)
-    reach = float(rng.uniform(0.01, 0.06))
-    monkeypatch.setattr(
-      expert, "_object_pos", lambda p=pos: torch.tensor(p, dtype=torch.float32)
-    )
-    monkeypatch.setattr(
-      expert, "_object_bound", torch.tensor(bound, dtype=torch.float32)
-    )
-    expert.target_obj[0] = 0
-    expert.hold_radius[0] = reach
-    expert._choose_drop(torch.tensor([0]))
-    counted = np.linalg.norm(pos[0, 1:, :2] - drop, axis=-1) < 0.3
-    gap = np.linalg.norm(slots[:, None] - pos[0, None, 1:, :2], axis=-1)
-    gap = np.where(counted, gap - bound[1:] - reach, np.inf).min(-1)
-    allowed = (radius < 0.081) | (radius + reach <= 0.15)
-    free = allowed & (gap >= 0.015)
-    chosen = expert.drop_xy[0].numpy()
-    j = int(np.argmin(np.linalg.norm(slots - chosen, axis=-1)))
-    np.testing.assert_allclose(chosen, slots[j], atol=1e-6)
-    if free.any():
-      assert free[j] and travel[j] <= travel[free].min() + 1e-6
-      outcomes.add("free")
-    else:
-      assert allowed[j] and gap[j] >= gap[allowed].max() - 1e-6
-      outcomes.add("crowded")
-  assert outcomes == {"free", "crowded"}  # Both rules were exercised.
-
-
 @pytest.mark.parametrize(
   "speed, stage_time, then",
   [
@@ -681,3 +627,48 @@ def test_a_stopped_run_ends_once_the_objects_are_still(expert, rng):
   limit = round(script.SETTLE_S / env.step_dt)
   assert 0 < watch.steps == watch.settle_steps <= limit
   assert watch.settle_steps == limit or script.all_still(env)
+
+
+def test_the_released_fingers_footprint_is_the_simulated_pads(expert, env, rng):
+  # The pads' footprint that the drop-position check adds to the held
+  # object's, at the fingers' current opening, against the simulated pad
+  # boxes' corners (C MuJoCo's geom poses), for a random hand turn.
+  from assets.ur5_rg2.model import PAD_GEOM_NAMES
+  from experts.bin_pick.drop_zone import supports
+
+  turn = quat_from_angle_axis(
+    torch.tensor([rng.uniform(-1.0, 1.0)]), torch.tensor([[0.0, 0.0, 1.0]])
+  )
+  expert.target_quat[:] = quat_mul(turn, expert.target_quat)
+  for _ in range(30):
+    env.step(expert.act())
+  model, data = env.sim.mj_model, env.sim.data
+  ids = [model.geom(f"robot/{n}").id for n in PAD_GEOM_NAMES]
+  signs = torch.tensor(
+    [[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], dtype=torch.float32
+  )
+  corners = (
+    torch.stack(
+      [
+        data.geom_xpos[0, g]
+        + (
+          data.geom_xmat[0, g]
+          @ (signs * torch.tensor(model.geom_size[g], dtype=torch.float32)).T
+        ).T
+        for g in ids
+      ]
+    )
+    - env.scene.env_origins[0]
+  )  # [2, 8, 3]
+  tool_pos, tool_quat = expert._tool()
+  axis = matrix_from_quat(tool_quat)[0, :, 0]
+  centres = corners.mean(1)
+  inner = abs(float((centres[1] - centres[0]) @ axis)) - 2 * RG2_PAD_HALF[0]
+  expert.release_width[0] = inner
+  now = expert._read()
+  centre = torch.tensor([[0.01, -0.02]])
+  mine = expert._finger_supports(torch.tensor([0]), now, centre)[0]
+  sims = supports(corners[..., :2] - centre, torch.zeros(2), expert._dirs)
+  torch.testing.assert_close(
+    mine.sort(0).values, sims.sort(0).values, atol=1e-3, rtol=0
+  )

@@ -82,6 +82,7 @@ from assets.ur5_rg2.model import (
   RG2_PAD_HALF,
 )
 from evaluators.bin_pick import CONDITIONS, failed_condition
+from experts.bin_pick.drop_zone import choose, directions, grid, separations, supports
 from experts.bin_pick.rearrange import (
   PushCfg,
   PushPlan,
@@ -89,7 +90,12 @@ from experts.bin_pick.rearrange import (
   plan_push,
 )
 from experts.bin_pick.replica import GraspReplica, PlanResult, ReplicaCfg, object_mass
-from mjlab_tasks.bin_pick.env_cfg import DROP_DESTINATION, PARKING_X, pourer
+from mjlab_tasks.bin_pick.env_cfg import (
+  DROP_DESTINATION,
+  PARKING_X,
+  object_geom_points,
+  pourer,
+)
 from mjlab_tasks.bin_pick.mdp import delivery_rule
 from mjlab_tasks.common.scene import ROBOT
 from mjlab_tasks.common.verdict import task_verdict
@@ -150,6 +156,9 @@ GRIPPER_OPEN, GRIPPER_CLOSED = 1.0, -1.0
 _ZONE_RADIUS = 0.2
 # The open hand's reach about the tool point across its closing axis [m].
 _HAND_REACH = 0.5 * RG2_MAX_OPENING + 2 * RG2_PAD_HALF[0]
+# Directions of the footprints' support functions: a footprint's gap is
+# understated by at most the widths times sin(pi / 64), 5 % of them.
+_FOOTPRINT_DIRECTIONS = 64
 
 
 def segment_box_span(
@@ -179,14 +188,17 @@ class BinPickExpertCfg:
   """Object's lowest point above the table at release [m]."""
   min_release_tool_z: float = RG2_PAD_HALF[2] + 0.012
   """Lowest tool height at release (pads clear of the table) [m]."""
-  drop_slot_radius: float = 0.08
-  """Ring of six drop slots around the drop destination (and one at it) [m]."""
-  outer_slot_radius: float = 0.115
-  """Ring of ten more, for objects whose horizontal reach about their
-  centre keeps them within the delivery radius there [m]."""
-  slot_gap: float = 0.015
-  """A drop slot is free when the held object, lowered there, stays this far
-  from every object near the zone (each taken as its bounding circle) [m]."""
+  knock_margin: float = 0.03
+  """Drop positions (the held object's centre) lie this far inside the
+  delivery radius: a delivery knocked by up to this stays delivered [m]."""
+  placement_spacing: float = 0.01
+  """Spacing of the grid of drop positions considered [m]."""
+  drop_gap: float = 0.015
+  """A drop position is free when the held object and the released fingers
+  there stay this far from every other object's footprint near the zone [m]."""
+  release_margin: float = 0.008
+  """Opening at release: the planned grasp width plus this on each side, so
+  the opening fingers stay within the footprint that the gap kept clear [m]."""
   zone_watch: float = 0.3
   """Objects within this of the drop destination count for the slots [m]."""
   zone_clearance: float = 0.02
@@ -409,41 +421,20 @@ class BinPickExpert:
     self.logs = [EnvLog() for _ in range(n)]
     self._local = threading.local()
     self._pool = ThreadPoolExecutor(max_workers=max(1, cfg.num_workers))
-    slots = [np.zeros(2)] + [
-      cfg.drop_slot_radius * np.array([np.cos(a), np.sin(a)])
-      for a in np.linspace(0, 2 * np.pi, 7)[:-1]
-    ]
-    slots += [
-      cfg.outer_slot_radius * np.array([np.cos(a), np.sin(a)])
-      for a in np.linspace(0, 2 * np.pi, 11)[:-1] + np.pi / 10
-    ]
-    # Per slot, the largest held-object reach allowed there: any in the
-    # inner ring and centre, within the delivery radius in the outer ring.
-    radius = np.linalg.norm(np.array(slots), axis=-1)
-    drop_radius = delivery_rule(env)[1].drop_radius
-    self._slot_reach = torch.tensor(
-      np.where(radius <= cfg.drop_slot_radius + 1e-6, np.inf, drop_radius - radius),
-      dtype=torch.float32,
-      device=dev,
-    )
-    self._slots = torch.tensor(
-      np.array(slots) + np.array(DROP_DESTINATION), dtype=torch.float32, device=dev
-    )
-    # Slots by the carry's length from the bin's centre (the task's actions
-    # are bounded per axis: the longer horizontal axis sets the time).
+    placement_radius = delivery_rule(env)[1].drop_radius - cfg.knock_margin
+    self._drop_candidates = grid(
+      DROP_DESTINATION, placement_radius, cfg.placement_spacing
+    ).to(dev)
+    # Candidates by the carry's length from the bin's centre (the task's
+    # actions are bounded per axis: the longer horizontal axis sets the time),
+    # ties broken by the straight distance.
     centre = 0.5 * (self._bin_lo + self._bin_hi)
-    self._slot_travel = (self._slots - centre).abs().amax(-1)
+    offset = self._drop_candidates - centre
+    self._drop_cost = offset.abs().amax(-1) + 1e-3 * offset.norm(dim=-1)
     self._drop_centre = torch.tensor(DROP_DESTINATION, dtype=torch.float32, device=dev)
-    # Each object's bounding radius about its body origin, any orientation.
-    m = env.sim.mj_model
-    self._object_bound = torch.tensor(
-      [
-        max(float(np.linalg.norm(m.geom_pos[g]) + m.geom_rbound[g]) for g in gids)
-        for gids in self._object_geoms
-      ],
-      dtype=torch.float32,
-      device=dev,
-    )
+    self._dirs = directions(_FOOTPRINT_DIRECTIONS, dev)
+    self.release_command = torch.full((n,), GRIPPER_OPEN, device=dev)
+    self.release_width = torch.zeros(n, device=dev)
 
   # Helpers.
 
@@ -721,6 +712,10 @@ class BinPickExpert:
       self.open_command[i] = 2.0 * plan.open_width / RG2_MAX_OPENING - 1.0
       close_width = max(0.0, plan.width - 2 * self.cfg.grip_squeeze)
       self.close_command[i] = 2.0 * close_width / RG2_MAX_OPENING - 1.0
+      self.release_width[i] = min(
+        plan.open_width, plan.width + 2 * self.cfg.release_margin
+      )
+      self.release_command[i] = 2.0 * self.release_width[i] / RG2_MAX_OPENING - 1.0
       self.gripper[i] = self.open_command[i]
       self._enter(
         mask,
@@ -837,27 +832,73 @@ class BinPickExpert:
     self._push[i] = None
     return f"rearranged: moved {moved * 1000:.0f} mm, turned {turned:.0f} deg"
 
-  def _choose_drop(self, ids: torch.Tensor) -> None:
-    """The free drop slot nearest the bin (the shortest carry and way back),
-    among those where the held object lies wholly within the delivery
-    radius; free: the held object there stays ``slot_gap`` from the bounding
-    circle of every other object near the zone. When none is free, the slot
-    farthest from those objects."""
-    pos = self._object_pos()[ids, :, :2]  # [n, K, 2]
-    others = torch.ones(pos.shape[:2], dtype=torch.bool, device=self.device)
-    others[torch.arange(len(ids)), self.target_obj[ids]] = False
-    near = torch.linalg.vector_norm(pos - self._drop_centre, dim=-1)
-    others &= near < self.cfg.zone_watch
-    gaps = torch.linalg.vector_norm(
-      self._slots[None, :, None] - pos[:, None], dim=-1
-    )  # [n, S, K]
-    gaps = gaps - self._object_bound - self.hold_radius[ids, None, None]
-    gaps = torch.where(others[:, None], gaps, torch.inf).amin(-1)  # [n, S]
-    fits = self.hold_radius[ids, None] <= self._slot_reach
-    free = fits & (gaps >= self.cfg.slot_gap)
-    nearest = torch.where(free, self._slot_travel, torch.inf).argmin(-1)
-    farthest = torch.where(fits, gaps, -torch.inf).argmax(-1)
-    self.drop_xy[ids] = self._slots[torch.where(free.any(-1), nearest, farthest)]
+  def _choose_drop(self, ids: torch.Tensor, now: _Step) -> None:
+    """The free drop position nearest the bin (the shortest carry and way
+    back) ``knock_margin`` inside the delivery radius; free: the held object there, and the
+    fingers opened to the release width, keep ``drop_gap`` from the
+    footprint of every other object near the zone. When none is free, the
+    position with the most clearance."""
+    held, others, counted = self._footprints(ids, now)
+    sep = separations(self._drop_candidates, held, others, self._dirs)
+    index, _ = choose(sep, counted, self._drop_cost, self.cfg.drop_gap)
+    self.drop_xy[ids] = self._drop_candidates[index]
+
+  def _footprints(
+    self, ids: torch.Tensor, now: _Step
+  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Supports for ``separations``: the held object's and the released
+    fingers' parts about the object's centre [n, H, U], every object's parts
+    [n, M, U], and which of those count [n, M] (other objects near the zone)."""
+    dirs, n = self._dirs, len(ids)
+    parts, owner = [], []
+    for k, name in enumerate(self.names):
+      points, radius = object_geom_points(self.env, name)
+      parts.append(supports(points[ids, ..., :2], radius[None], dirs))
+      owner += [k] * points.shape[1]
+    every = torch.cat(parts, 1)  # [n, M, U]
+    owner = torch.tensor(owner, device=self.device)
+    target = self.target_obj[ids]
+    centre = now.obj_pos[ids, :2]
+    mine = owner[None] == target[:, None]  # [n, M]
+    about = every - (centre @ dirs.T)[:, None]  # about the held object's centre
+    # Every env's held parts, padded with a copy of its first part.
+    first = mine.float().argmax(-1)
+    order = torch.where(mine, torch.arange(len(owner), device=self.device), -1)
+    most = int(mine.sum(-1).max())
+    picked = order.sort(-1, descending=True).values[:, :most]
+    picked = torch.where(picked < 0, first[:, None], picked)
+    held = about[torch.arange(n, device=self.device)[:, None], picked]
+    held = torch.cat([held, self._finger_supports(ids, now, centre)], 1)
+    pos = self._object_pos()[ids, :, :2]
+    near = (
+      torch.linalg.vector_norm(pos - self._drop_centre, dim=-1) < self.cfg.zone_watch
+    )
+    counted = near[:, owner] & ~mine
+    return held, every, counted
+
+  def _finger_supports(
+    self, ids: torch.Tensor, now: _Step, centre: torch.Tensor
+  ) -> torch.Tensor:
+    """The two pads' footprints [n, 2, U] about the held object's centre,
+    opened to the release width, as the tool is now posed."""
+    half = torch.tensor(RG2_PAD_HALF, device=self.device)
+    signs = torch.tensor(
+      [[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)],
+      dtype=torch.float32,
+      device=self.device,
+    )
+    corners = []
+    for side in (-1.0, 1.0):
+      at = torch.zeros(len(ids), 3, device=self.device)
+      at[:, 0] = side * (0.5 * self.release_width[ids] + half[0])
+      corners.append(at[:, None] + signs * half)  # [n, 8, 3] tool frame
+    local = torch.stack(corners, 1)  # [n, 2, 8, 3]
+    rot = matrix_from_quat(now.tool_quat[ids])  # [n, 3, 3]
+    world = torch.einsum("nij,nspj->nspi", rot, local) + now.tool_pos[ids, None, None]
+    points = world[..., :2] - centre[:, None, None]
+    return supports(
+      points, torch.zeros(points.shape[:2], device=self.device), self._dirs
+    )
 
   # One step.
 
@@ -1036,7 +1077,7 @@ class BinPickExpert:
     m = now.at(Stage.LIFT) & now.arrived
     if bool(m.any()):
       ids = m.nonzero().flatten()
-      self._choose_drop(ids)
+      self._choose_drop(ids, now)
       # Put the object's centre (not the tool) over the slot.
       offset = (now.obj_pos - now.tool_pos)[ids, :2]
       self.target_pos[ids, :2] = self.drop_xy[ids] - offset
@@ -1059,7 +1100,7 @@ class BinPickExpert:
     slow = now.verdict["slow"][now.rows, now.obj]
     still = slow | (self.stage_time >= self.cfg.release_settle)
     m = now.at(Stage.LOWER) & ((now.arrived & still) | now.set_down)
-    self.gripper[m] = self.open_command[m]
+    self.gripper[m] = self.release_command[m]
     self._enter(m, Stage.RELEASE)
 
   def _release(self, now: _Step) -> None:

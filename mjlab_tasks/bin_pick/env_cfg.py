@@ -385,10 +385,11 @@ def _geom_points(model: mujoco.MjModel, gid: int) -> tuple[np.ndarray, float]:
 _SHAPE_CACHE: dict[tuple[int, str], tuple[torch.Tensor, ...]] = {}
 
 
-def object_bounds(
+def object_geom_points(
   env: ManagerBasedRlEnv, name: str
 ) -> tuple[torch.Tensor, torch.Tensor]:
-  """World-aligned bounds (lo, hi) [num_envs, 3] of an entity's geoms, env frame."""
+  """An entity's geoms as posed points swept by spheres: (points [num_envs,
+  G, P, 3] env frame, radius [G]); a geom with fewer points repeats its first."""
   key = (id(env.sim.mj_model), name)
   if key not in _SHAPE_CACHE:
     gids = env.scene[name].indexing.geom_ids.cpu().numpy()
@@ -408,10 +409,17 @@ def object_bounds(
   world = (
     torch.einsum("bgij,gpj->bgpi", rot, points) + env.sim.data.geom_xpos[:, gids, None]
   )
-  lo = (world.amin(dim=2) - radius[None, :, None]).amin(dim=1)
-  hi = (world.amax(dim=2) + radius[None, :, None]).amax(dim=1)
-  origin = env.scene.env_origins
-  return lo - origin, hi - origin
+  return world - env.scene.env_origins[:, None, None], radius
+
+
+def object_bounds(
+  env: ManagerBasedRlEnv, name: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+  """World-aligned bounds (lo, hi) [num_envs, 3] of an entity's geoms, env frame."""
+  points, radius = object_geom_points(env, name)
+  lo = (points.amin(dim=2) - radius[None, :, None]).amin(dim=1)
+  hi = (points.amax(dim=2) + radius[None, :, None]).amax(dim=1)
+  return lo, hi
 
 
 # Settling steps of the pour's wait for still objects [s].
