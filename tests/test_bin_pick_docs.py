@@ -338,10 +338,15 @@ def test_expert_numbers():
     r"`plan` \(it waits, at most ([\d.]+) s, until every undelivered object"
   )
   assert settle_time == cfg.settle_time
-  (release,) = quoted(r"at most the pre-shaped opening, ([\d.]+) s\)")
-  assert release == cfg.release_time
-  (verify,) = quoted(r"`verify` \(up to (\d+) s for the evaluator's verdict")
-  assert verify == cfg.verify_time
+  release, relax = quoted(
+    r"`release` \(([\d.]+) s: for the first ([\d.]+) s the gripper's\s+target"
+  )
+  assert (release, relax) == (cfg.release_time, cfg.release_relax)
+  verify, early = quoted(
+    r"awaited while the expert moves on \(up to (\d+) s after the retreat; "
+    r"delivered\s+from ([\d.]+) s on"
+  )
+  assert (verify, early) == (cfg.verify_time, expert_module._VERIFY_AFTER)
   (empty,) = quoted(r"the fingers closed to within (\d+) mm of fully closed")
   assert empty == mm(cfg.empty_margin)[0]
   (slip,) = quoted(r"moves more than (\d+) mm while held")

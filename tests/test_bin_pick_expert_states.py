@@ -672,3 +672,66 @@ def test_the_released_fingers_footprint_is_the_simulated_pads(expert, env, rng):
   torch.testing.assert_close(
     mine.sort(0).values, sims.sort(0).values, atol=1e-3, rtol=0
   )
+
+
+@pytest.mark.parametrize("delivered", [True, False])
+def test_a_placement_is_checked_while_the_expert_plans_on(
+  expert, monkeypatch, delivered
+):
+  # Retreated from a placed object: the expert enters `plan` at once, the
+  # object's verdict awaited and the object left out of planning. Nothing
+  # else is eligible here, so it waits. Delivered (0.2 s on), the object is
+  # verified; undelivered for verify_time, the placement costs an attempt
+  # and the object is eligible again: planning resumes either way.
+  import experts.bin_pick.expert as module
+
+  real = module.task_verdict
+
+  def verdict(env):
+    out = dict(real(env))
+    out["delivered"] = torch.full_like(out["delivered"], delivered)
+    return out
+
+  monkeypatch.setattr(module, "task_verdict", verdict)
+  planned = []
+  monkeypatch.setattr(expert, "_plan", lambda ids: planned.append(list(ids)))
+  _set(expert, Stage.RETREAT)
+  expert.act()
+  assert Stage(int(expert.stage[0])) == Stage.PLAN
+  assert int(expert.checking[0]) == 0
+  assert not bool(expert._eligible(verdict(expert.env))[0, 0])
+  wait = 0.2 if delivered else CFG.verify_time
+  steps = 0
+  while int(expert.checking[0]) >= 0:
+    assert not planned, "planned while only the awaited object was left"
+    expert.act()
+    steps += 1
+  assert planned == [[0]]  # In the step that resolved the check.
+  assert steps * expert.env.step_dt == pytest.approx(wait, abs=1.5 * expert.env.step_dt)
+  assert bool(expert.verified[0, 0]) == delivered
+  assert len(expert.logs[0].delivery_times) == int(delivered)
+  assert int(expert.attempts[0, 0]) == int(not delivered)
+  if not delivered:
+    (reason,) = expert.logs[0].failures
+    assert reason.startswith("placement_")
+
+
+def test_the_release_relaxes_the_grip_before_the_fingers_part(expert, rng):
+  # Lowered and still: the gripper's target goes to the fingers' present
+  # opening (no squeeze), and only after release_relax to the release width.
+  env = expert.env
+  expert.hold_offset[0] = torch.tensor(_object_in_tool_frame(expert))
+  expert.release_command[0] = float(rng.uniform(-0.5, 0.5))
+  _refresh_verdict(env)
+  _set(expert, Stage.LOWER, CFG.release_settle)  # Past the wait for stillness.
+  opening = float(env.sim.data.ten_length[0, expert._tendon])
+  expert.act()
+  assert Stage(int(expert.stage[0])) == Stage.RELEASE
+  assert float(expert.gripper[0]) == pytest.approx(opening, abs=1e-6)
+  relaxed = 0
+  while float(expert.gripper[0]) != float(expert.release_command[0]):
+    assert Stage(int(expert.stage[0])) == Stage.RELEASE
+    expert.act()
+    relaxed += 1
+  dt = env.step_dt
+  assert relaxed * dt == pytest.approx(CFG.release_relax, abs=1.5 * dt)

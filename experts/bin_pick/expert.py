@@ -22,8 +22,10 @@ actions (5 mm / 1 degree per unit) and normalized gripper actions:
              zone's tallest object, over a free drop slot
   lower      near the table (object just above it)
   release    gripper open
-  retreat    vertical, until the pads clear the drop zone's objects
-  verify     wait for the evaluator's delivery verdict for the object
+  retreat    vertical, until the pads clear the drop zone's objects, then
+             plan again at once: the placed object's delivery verdict is
+             awaited meanwhile (``verify_time``), and it is left out of
+             planning until then
   recover    after a slip, an empty grasp or a motion timeout: open and
              rise vertically, then plan again
   done       bin cleared, or no feasible grasp or rearrangement left
@@ -114,7 +116,6 @@ class Stage(IntEnum):
   LOWER = 6
   RELEASE = 7
   RETREAT = 8
-  VERIFY = 9
   RECOVER = 10
   DONE = 11
   PUSH_ABOVE = 12
@@ -156,6 +157,9 @@ GRIPPER_OPEN, GRIPPER_CLOSED = 1.0, -1.0
 _ZONE_RADIUS = 0.2
 # The open hand's reach about the tool point across its closing axis [m].
 _HAND_REACH = 0.5 * RG2_MAX_OPENING + 2 * RG2_PAD_HALF[0]
+# A placed object counts as verified once delivered this long after the
+# retreat (its first steps on the table may still be a bounce) [s].
+_VERIFY_AFTER = 0.2
 # Directions of the footprints' support functions: a footprint's gap is
 # understated by at most the widths times sin(pi / 64), 5 % of them.
 _FOOTPRINT_DIRECTIONS = 64
@@ -211,11 +215,17 @@ class BinPickExpertCfg:
   rot_tolerance: float = np.radians(3.0)
   close_time: float = 0.6
   release_time: float = 0.5
+  release_relax: float = 0.15
+  """First part of ``release``: the gripper's target is held at the
+  fingers' opening, so the squeeze (and the contacts' stored spring) ends
+  before the fingers part: a cylinder let go at once was measured leaping
+  40 mm and rolling on for over 3 s [s]."""
   release_settle: float = 2.0
   """Longest wait in ``lower`` for the held object to be still (the
   evaluator's speed limits) before it is released [s]."""
   verify_time: float = 3.0
-  """Longest wait for the delivery verdict after the retreat [s]."""
+  """Longest wait for a placed object's delivery verdict after the retreat;
+  still undelivered then, the placement costs an attempt [s]."""
   grip_squeeze: float = 0.006
   """Closing target: the planned width minus this on each side [m]. The
   position actuator then presses with kp x (target error), within the
@@ -409,6 +419,11 @@ class BinPickExpert:
     # Objects whose delivery the expert verified (the verdict is per step: a
     # delivered object knocked away or not still later is undelivered again).
     self.verified = torch.zeros(n, k, dtype=torch.bool, device=dev)
+    # The placed object whose verdict is awaited (-1: none), and for how long.
+    self.checking = torch.full((n,), -1, dtype=torch.long, device=dev)
+    self.check_time = torch.zeros(n, device=dev)
+    # Planning found nothing to do but the awaited placement: wait for it.
+    self.await_check = torch.zeros(n, dtype=torch.bool, device=dev)
     self.push_end = torch.zeros(n, 3, device=dev)
     # A roll ends pinning its object until it is still (else it rolls on).
     self.push_holds = torch.zeros(n, dtype=torch.bool, device=dev)
@@ -461,6 +476,19 @@ class BinPickExpert:
         "from": STAGE_NAMES[Stage(int(self.stage[env_id]))],
         "to": STAGE_NAMES[new],
         "object": int(self.target_obj[env_id]),
+        "note": note,
+      }
+    )
+
+  def _note(self, env_id: int, obj: int, note: str) -> None:
+    """An event about object ``obj`` that changes no stage."""
+    stage = STAGE_NAMES[Stage(int(self.stage[env_id]))]
+    self.logs[env_id].transitions.append(
+      {
+        "t": round(float(self.time[env_id]), 3),
+        "from": stage,
+        "to": stage,
+        "object": obj,
         "note": note,
       }
     )
@@ -525,11 +553,16 @@ class BinPickExpert:
     return (dist >= self.cfg.reach[0]) & (dist <= self.cfg.reach[1])
 
   def _undelivered_in_reach(self, verdict: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Poured, undelivered objects on the table in the arm's reach [B, K]."""
+    """Poured, undelivered objects on the table in the arm's reach [B, K],
+    but for a placed object whose verdict is awaited."""
     pos = self._object_pos()
+    checked = torch.zeros_like(self.pour.in_bin)
+    pending = self.checking >= 0
+    checked[pending, self.checking[pending]] = True
     return (
       self.pour.in_bin
       & ~verdict["delivered"]
+      & ~checked
       & (pos[..., 0] > PARKING_X + 0.3)
       & self._in_reach(pos)
     )
@@ -671,6 +704,9 @@ class BinPickExpert:
       mask = torch.arange(self.env.num_envs, device=dev) == i
       if result.plan is None and push is not None:
         self._start_push(i, push, torch.tensor(origins[i], device=dev))
+        continue
+      if result.plan is None and int(self.checking[i]) >= 0:
+        self.await_check[i] = True
         continue
       if result.plan is None:
         log.outcome, log.outcome_time = "finished", float(self.time[i])
@@ -918,6 +954,7 @@ class BinPickExpert:
     self._lower(now)
     self._release(now)
     self._verify(now)
+    self._check_placements(now)
     self._recover(now)
     self._rearrange(now)
     self._plan_when_settled(now)
@@ -1100,36 +1137,49 @@ class BinPickExpert:
     slow = now.verdict["slow"][now.rows, now.obj]
     still = slow | (self.stage_time >= self.cfg.release_settle)
     m = now.at(Stage.LOWER) & ((now.arrived & still) | now.set_down)
-    self.gripper[m] = self.release_command[m]
+    self.gripper[m] = now.opening[m]
     self._enter(m, Stage.RELEASE)
 
   def _release(self, now: _Step) -> None:
-    """Open for ``release_time``: retreat upward."""
+    """Relaxed for ``release_relax``, then open until ``release_time``:
+    retreat upward."""
+    m = now.at(Stage.RELEASE) & (self.stage_time >= self.cfg.release_relax)
+    self.gripper[m] = self.release_command[m]
     m = now.at(Stage.RELEASE) & (self.stage_time >= self.cfg.release_time)
     self.target_pos[m, 2] = self.retreat_z[m]
     self._enter(m, Stage.RETREAT)
 
   def _verify(self, now: _Step) -> None:
-    """Retreated: wait for the delivery verdict; a delivered object is
-    verified, one still undelivered after ``verify_time`` costs an attempt.
-    Either way, plan again."""
+    """Retreated: plan again at once and await the placed object's verdict
+    meanwhile (``_check_placements``)."""
     m = now.at(Stage.RETREAT) & now.arrived
-    self._enter(m, Stage.VERIFY)
-    rows, obj = now.rows, now.obj
-    m = now.at(Stage.VERIFY)
-    delivered = now.verdict["delivered"][rows, obj]
-    ok = m & delivered & (self.stage_time >= 0.2)
-    self.verified[rows[ok], obj[ok]] = True
+    self.checking[m] = now.obj[m]
+    self.check_time[m] = 0.0
+    self._enter(m, Stage.PLAN, "placed")
+
+  def _check_placements(self, now: _Step) -> None:
+    """A placed object delivered (0.2 s after the retreat at the earliest)
+    is verified; one still undelivered ``verify_time`` after it costs an
+    attempt."""
+    pending = self.checking >= 0
+    if not bool(pending.any()):
+      return
+    obj = self.checking.clamp_min(0)
+    delivered = now.verdict["delivered"][now.rows, obj]
+    ok = pending & delivered & (self.check_time >= _VERIFY_AFTER)
+    self.verified[now.rows[ok], obj[ok]] = True
     for i in ok.nonzero().flatten().tolist():
       self.logs[i].delivery_times.append(round(float(self.time[i]), 3))
-    self._enter(ok, Stage.PLAN, "delivered")
-    bad = m & ~delivered & (self.stage_time >= self.cfg.verify_time)
+    bad = pending & ~delivered & (self.check_time >= self.cfg.verify_time)
     if bool(bad.any()):
-      first = failed_condition(now.verdict)[rows, obj]
+      first = failed_condition(now.verdict)[now.rows, obj]
       for i in bad.nonzero().flatten().tolist():
-        self.logs[i].failures[f"placement_{CONDITIONS[int(first[i])]}"] += 1
+        reason = f"placement_{CONDITIONS[int(first[i])]}"
+        self.logs[i].failures[reason] += 1
         self.attempts[i, obj[i]] += 1
-    self._enter(bad, Stage.PLAN, "placement failed")
+        self._note(i, int(obj[i]), f"placement failed: {reason}")
+    self.checking[ok | bad] = -1
+    self.await_check[ok | bad] = False
 
   def _recover(self, now: _Step) -> None:
     """Risen after a failure: plan again."""
@@ -1162,6 +1212,10 @@ class BinPickExpert:
     undelivered = self._undelivered_in_reach(now.verdict)
     moving = (undelivered & ~now.verdict["slow"]).any(-1)
     settled = ~moving | (self.stage_time >= self.cfg.settle_time)
+    # Nothing else to do while a placement's verdict is awaited: wait for it
+    # (a failed placement makes its object eligible again).
+    idle = ~self._eligible(now.verdict).any(-1) | self.await_check
+    settled &= ~((self.checking >= 0) & idle)
     plan_ids = (now.at(Stage.PLAN) & settled).nonzero().flatten().tolist()
     if not plan_ids:
       return
@@ -1193,6 +1247,7 @@ class BinPickExpert:
     turn[idle] = 0.0
     self.stage_time += self.env.step_dt
     self.time += self.env.step_dt
+    self.check_time += self.env.step_dt
     return torch.cat([move, turn, self.gripper.unsqueeze(-1)], dim=-1)
 
   def _translation(self, now: _Step, base_pos: torch.Tensor) -> torch.Tensor:
