@@ -870,10 +870,10 @@ class BinPickExpert:
 
   def _choose_drop(self, ids: torch.Tensor, now: _Step) -> None:
     """The free drop position nearest the bin (the shortest carry and way
-    back) ``knock_margin`` inside the delivery radius; free: the held object there, and the
-    fingers opened to the release width, keep ``drop_gap`` from the
-    footprint of every other object near the zone. When none is free, the
-    position with the most clearance."""
+    back), ``knock_margin`` inside the delivery radius; free: the held
+    object there, and the fingers opened to the release width, keep
+    ``drop_gap`` from the footprint of every other object near the zone.
+    When none is free, the position with the most clearance."""
     held, others, counted = self._footprints(ids, now)
     sep = separations(self._drop_candidates, held, others, self._dirs)
     index, _ = choose(sep, counted, self._drop_cost, self.cfg.drop_gap)
