@@ -629,21 +629,26 @@ def test_a_stopped_run_ends_once_the_objects_are_still(expert, rng):
   assert watch.settle_steps == limit or script.all_still(env)
 
 
-def test_the_released_fingers_footprint_is_the_simulated_pads(expert, env, rng):
-  # The pads' footprint that the drop-position check adds to the held
-  # object's, at the fingers' current opening, against the simulated pad
-  # boxes' corners (C MuJoCo's geom poses), for a random hand turn.
-  from assets.ur5_rg2.model import PAD_GEOM_NAMES
+def test_the_released_fingers_footprint_is_the_simulated_fingers(expert, env, rng):
+  # The fingers' footprint (pads and links) that the drop-position check
+  # adds to the held object's, at the fingers' current opening, against the
+  # simulated finger boxes' corners (C MuJoCo's geom poses), for a random
+  # hand turn and a random opening.
   from experts.bin_pick.drop_zone import supports
 
   turn = quat_from_angle_axis(
     torch.tensor([rng.uniform(-1.0, 1.0)]), torch.tensor([[0.0, 0.0, 1.0]])
   )
   expert.target_quat[:] = quat_mul(turn, expert.target_quat)
+  expert.gripper[:] = float(rng.uniform(-0.8, 0.8))
   for _ in range(30):
     env.step(expert.act())
   model, data = env.sim.mj_model, env.sim.data
-  ids = [model.geom(f"robot/{n}").id for n in PAD_GEOM_NAMES]
+  boxes = []
+  for side in ("left", "right"):
+    body = model.body(f"robot/{side}_finger").id
+    start = model.body_geomadr[body]
+    boxes += [g for g in range(start, start + model.body_geomnum[body])]
   signs = torch.tensor(
     [[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], dtype=torch.float32
   )
@@ -655,20 +660,22 @@ def test_the_released_fingers_footprint_is_the_simulated_pads(expert, env, rng):
           data.geom_xmat[0, g]
           @ (signs * torch.tensor(model.geom_size[g], dtype=torch.float32)).T
         ).T
-        for g in ids
+        for g in boxes
       ]
     )
     - env.scene.env_origins[0]
-  )  # [2, 8, 3]
-  tool_pos, tool_quat = expert._tool()
+  )  # [4, 8, 3]
+  _, tool_quat = expert._tool()
   axis = matrix_from_quat(tool_quat)[0, :, 0]
-  centres = corners.mean(1)
-  inner = abs(float((centres[1] - centres[0]) @ axis)) - 2 * RG2_PAD_HALF[0]
-  expert.release_width[0] = inner
+  pads = [model.geom(f"robot/{side}_pad").id for side in ("left", "right")]
+  gap = (data.geom_xpos[0, pads[1]] - data.geom_xpos[0, pads[0]]) @ axis
+  expert.release_width[0] = abs(float(gap)) - 2 * RG2_PAD_HALF[0]
   now = expert._read()
   centre = torch.tensor([[0.01, -0.02]])
   mine = expert._finger_supports(torch.tensor([0]), now, centre)[0]
-  sims = supports(corners[..., :2] - centre, torch.zeros(2), expert._dirs)
+  sims = supports(corners[..., :2] - centre, torch.zeros(len(boxes)), expert._dirs)
+  # Per direction, the outermost part of each side must agree.
+  torch.testing.assert_close(mine.amax(0), sims.amax(0), atol=1e-3, rtol=0)
   torch.testing.assert_close(
     mine.sort(0).values, sims.sort(0).values, atol=1e-3, rtol=0
   )

@@ -65,6 +65,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING
 
+import mujoco
 import numpy as np
 import torch
 from mjlab.utils.lab_api.math import (
@@ -82,6 +83,7 @@ from assets.ur5_rg2.model import (
   RG2_MAX_OPENING,
   RG2_OPENING_TENDON_COEF,
   RG2_PAD_HALF,
+  RG2_TCP_OFFSET,
 )
 from evaluators.bin_pick import CONDITIONS, failed_condition
 from experts.bin_pick.drop_zone import choose, directions, grid, separations, supports
@@ -163,6 +165,24 @@ _VERIFY_AFTER = 0.2
 # Directions of the footprints' support functions: a footprint's gap is
 # understated by at most the widths times sin(pi / 64), 5 % of them.
 _FOOTPRINT_DIRECTIONS = 64
+
+
+def _finger_box_corners(model) -> torch.Tensor:
+  """Corners [G, 8, 3] of the left finger's collision boxes (pad, link) in
+  its frame shifted to the pad's inner face (x: outward, the closing axis).
+  The finger frame is at the inner face at every opening (the slide's zero
+  is half the stroke, and the pad spans x 0 to its thickness)."""
+  body = model.body(f"{ROBOT}/left_finger").id
+  adr, num = model.body_geomadr[body], model.body_geomnum[body]
+  signs = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)])
+  boxes = []
+  for g in range(adr, adr + num):
+    if model.geom_type[g] != mujoco.mjtGeom.mjGEOM_BOX or not model.geom_contype[g]:
+      continue
+    if not np.allclose(model.geom_quat[g], [1, 0, 0, 0]):
+      raise ValueError("finger boxes are expected aligned with the finger frame")
+    boxes.append(model.geom_pos[g] + signs * model.geom_size[g])
+  return torch.tensor(np.array(boxes), dtype=torch.float32)
 
 
 def segment_box_span(
@@ -448,6 +468,7 @@ class BinPickExpert:
     self._drop_cost = offset.abs().amax(-1) + 1e-3 * offset.norm(dim=-1)
     self._drop_centre = torch.tensor(DROP_DESTINATION, dtype=torch.float32, device=dev)
     self._dirs = directions(_FOOTPRINT_DIRECTIONS, dev)
+    self._finger_corners = _finger_box_corners(env.sim.mj_model).to(dev)
     self.release_command = torch.full((n,), GRIPPER_OPEN, device=dev)
     self.release_width = torch.zeros(n, device=dev)
 
@@ -915,22 +936,17 @@ class BinPickExpert:
   def _finger_supports(
     self, ids: torch.Tensor, now: _Step, centre: torch.Tensor
   ) -> torch.Tensor:
-    """The two pads' footprints [n, 2, U] about the held object's centre,
-    opened to the release width, as the tool is now posed."""
-    half = torch.tensor(RG2_PAD_HALF, device=self.device)
-    signs = torch.tensor(
-      [[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)],
-      dtype=torch.float32,
-      device=self.device,
-    )
-    corners = []
-    for side in (-1.0, 1.0):
-      at = torch.zeros(len(ids), 3, device=self.device)
-      at[:, 0] = side * (0.5 * self.release_width[ids] + half[0])
-      corners.append(at[:, None] + signs * half)  # [n, 8, 3] tool frame
-    local = torch.stack(corners, 1)  # [n, 2, 8, 3]
+    """The fingers' footprints (pads and links) [n, 2 G, U] about the held
+    object's centre, opened to the release width, as the tool is now posed."""
+    corners = self._finger_corners  # [G, 8, 3] left finger frame, at its inner face
+    n = len(ids)
+    local = corners.expand(n, *corners.shape).clone()
+    local[..., 0] += 0.5 * self.release_width[ids, None, None]
+    local[..., 2] -= RG2_TCP_OFFSET
+    # The right finger is the left one turned half a turn about the tool axis.
+    local = torch.cat([local, local * torch.tensor([-1.0, -1.0, 1.0])], 1)
     rot = matrix_from_quat(now.tool_quat[ids])  # [n, 3, 3]
-    world = torch.einsum("nij,nspj->nspi", rot, local) + now.tool_pos[ids, None, None]
+    world = torch.einsum("nij,ngpj->ngpi", rot, local) + now.tool_pos[ids, None, None]
     points = world[..., :2] - centre[:, None, None]
     return supports(
       points, torch.zeros(points.shape[:2], device=self.device), self._dirs
