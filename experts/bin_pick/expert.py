@@ -468,7 +468,18 @@ class BinPickExpert:
     self._drop_cost = offset.abs().amax(-1) + 1e-3 * offset.norm(dim=-1)
     self._drop_centre = torch.tensor(DROP_DESTINATION, dtype=torch.float32, device=dev)
     self._dirs = directions(_FOOTPRINT_DIRECTIONS, dev)
-    self._finger_corners = _finger_box_corners(env.sim.mj_model).to(dev)
+    left = _finger_box_corners(env.sim.mj_model).to(dev)
+    # Both fingers: the right one is the left turned half a turn about the
+    # tool axis [2 G, 8, 3].
+    self._finger_corners = torch.cat(
+      [left, left * torch.tensor([-1.0, -1.0, 1.0], device=dev)]
+    )
+    # Footprint parts (collision geoms) in object order: each part's object,
+    # and each object's first part and part count.
+    counts = torch.tensor([len(g) for g in self._object_geoms], device=dev)
+    self._part_owner = torch.repeat_interleave(torch.arange(k, device=dev), counts)
+    self._part_start = torch.cumsum(counts, 0) - counts
+    self._part_count = counts
     self.release_command = torch.full((n,), GRIPPER_OPEN, device=dev)
     self.release_width = torch.zeros(n, device=dev)
 
@@ -490,26 +501,18 @@ class BinPickExpert:
     origins = self.env.scene.env_origins.unsqueeze(1)
     return torch.stack([o.data.root_link_pos_w for o in self._objects], 1) - origins
 
-  def _log(self, env_id: int, new: Stage, note: str = "") -> None:
+  def _log(
+    self, env_id: int, new: Stage | None, note: str = "", obj: int | None = None
+  ) -> None:
+    """A transition to ``new`` (None: an event that changes no stage) about
+    object ``obj`` (default: the target)."""
+    now = STAGE_NAMES[Stage(int(self.stage[env_id]))]
     self.logs[env_id].transitions.append(
       {
         "t": round(float(self.time[env_id]), 3),
-        "from": STAGE_NAMES[Stage(int(self.stage[env_id]))],
-        "to": STAGE_NAMES[new],
-        "object": int(self.target_obj[env_id]),
-        "note": note,
-      }
-    )
-
-  def _note(self, env_id: int, obj: int, note: str) -> None:
-    """An event about object ``obj`` that changes no stage."""
-    stage = STAGE_NAMES[Stage(int(self.stage[env_id]))]
-    self.logs[env_id].transitions.append(
-      {
-        "t": round(float(self.time[env_id]), 3),
-        "from": stage,
-        "to": stage,
-        "object": obj,
+        "from": now,
+        "to": now if new is None else STAGE_NAMES[new],
+        "object": int(self.target_obj[env_id]) if obj is None else obj,
         "note": note,
       }
     )
@@ -907,23 +910,23 @@ class BinPickExpert:
     fingers' parts about the object's centre [n, H, U], every object's parts
     [n, M, U], and which of those count [n, M] (other objects near the zone)."""
     dirs, n = self._dirs, len(ids)
-    parts, owner = [], []
-    for k, name in enumerate(self.names):
-      points, radius = object_geom_points(self.env, name)
-      parts.append(supports(points[ids, ..., :2], radius[None], dirs))
-      owner += [k] * points.shape[1]
-    every = torch.cat(parts, 1)  # [n, M, U]
-    owner = torch.tensor(owner, device=self.device)
-    target = self.target_obj[ids]
+    every = torch.cat(
+      [
+        supports(points[ids, ..., :2], radius[None], dirs)
+        for points, radius in (
+          object_geom_points(self.env, name) for name in self.names
+        )
+      ],
+      1,
+    )  # [n, M, U]
+    owner, target = self._part_owner, self.target_obj[ids]
     centre = now.obj_pos[ids, :2]
     mine = owner[None] == target[:, None]  # [n, M]
     about = every - (centre @ dirs.T)[:, None]  # about the held object's centre
-    # Every env's held parts, padded with a copy of its first part.
-    first = mine.float().argmax(-1)
-    order = torch.where(mine, torch.arange(len(owner), device=self.device), -1)
-    most = int(mine.sum(-1).max())
-    picked = order.sort(-1, descending=True).values[:, :most]
-    picked = torch.where(picked < 0, first[:, None], picked)
+    # Every env's held parts, padded with repeats of its last part.
+    step = torch.arange(int(self._part_count.max()), device=self.device)
+    last = (self._part_count[target] - 1)[:, None]
+    picked = self._part_start[target][:, None] + torch.minimum(step, last)
     held = about[torch.arange(n, device=self.device)[:, None], picked]
     held = torch.cat([held, self._finger_supports(ids, now, centre)], 1)
     pos = self._object_pos()[ids, :, :2]
@@ -938,13 +941,11 @@ class BinPickExpert:
   ) -> torch.Tensor:
     """The fingers' footprints (pads and links) [n, 2 G, U] about the held
     object's centre, opened to the release width, as the tool is now posed."""
-    corners = self._finger_corners  # [G, 8, 3] left finger frame, at its inner face
-    n = len(ids)
-    local = corners.expand(n, *corners.shape).clone()
-    local[..., 0] += 0.5 * self.release_width[ids, None, None]
+    corners = self._finger_corners  # [2 G, 8, 3] finger frames, at the inner faces
+    local = corners.expand(len(ids), *corners.shape).clone()
+    side = corners[..., 0].mean(-1, keepdim=True).sign()  # Outward, per part [2 G, 1].
+    local[..., 0] += side * 0.5 * self.release_width[ids, None, None]
     local[..., 2] -= RG2_TCP_OFFSET
-    # The right finger is the left one turned half a turn about the tool axis.
-    local = torch.cat([local, local * torch.tensor([-1.0, -1.0, 1.0])], 1)
     rot = matrix_from_quat(now.tool_quat[ids])  # [n, 3, 3]
     world = torch.einsum("nij,ngpj->ngpi", rot, local) + now.tool_pos[ids, None, None]
     points = world[..., :2] - centre[:, None, None]
@@ -1193,7 +1194,7 @@ class BinPickExpert:
         reason = f"placement_{CONDITIONS[int(first[i])]}"
         self.logs[i].failures[reason] += 1
         self.attempts[i, obj[i]] += 1
-        self._note(i, int(obj[i]), f"placement failed: {reason}")
+        self._log(i, None, f"placement failed: {reason}", obj=int(obj[i]))
     self.checking[ok | bad] = -1
     self.await_check[ok | bad] = False
 
