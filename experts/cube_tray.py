@@ -19,8 +19,10 @@ The seven actions:
   4 lift       straight up
   5 traverse   above the tray centre, cube turned square to the tray
   6 lower      cube bottom just above the tray floor
-  7 release    gripper half open (+0 = 55 mm, clear of the walls) while the
-               tool rises ``retreat_height``: the fingers open within a few
+  7 release    first relaxed for ``release_relax`` (the gripper held at its
+               current opening, the arm at the lowered pose), then half open
+               (+0 = 55 mm, clear of the walls) while the tool rises
+               ``retreat_height``: the fingers open within a few
                milliseconds, long before the bounded arm step has moved the
                tool, and rising keeps a grazing pad off the released cube
 
@@ -76,6 +78,14 @@ class CubeTrayExpertCfg:
   """Cube bottom above the tray floor at release [m]."""
   retreat_height: float = 0.05
   """How far the tool rises during the release action [m]."""
+  release_relax: float = 0.2
+  """How long the release first holds the gripper at its current opening
+  [s], so the closed pads' spring-back (they sink millimetres into the cube)
+  dies out before they open. Opened at once, the two pads' unequal
+  spring-back shifted half the cubes by over 3 mm and threw some 20 mm, one
+  against a tray wall where it came to rest tilted; opened after 0.1 s, still
+  springing, it threw more; after 0.15 s or longer none moved over 2 mm
+  (measured, 96 placements)."""
   min_duration: tuple[float, ...] = (0.5, 0.3, 0.5, 0.3, 0.5, 0.3, 0.4)
   """Shortest time per action [s] (gripper actions need it to act)."""
   timeout: float = 3.0
@@ -244,6 +254,7 @@ class CubeTrayExpert:
     tray: str = "tray",
     robot: str = "robot",
     arm: str = "arm",
+    gripper: str = "gripper",
   ):
     self._arm = env.action_manager.get_term(arm)
     if isinstance(self._arm, CartesianPoseAction):
@@ -264,6 +275,7 @@ class CubeTrayExpert:
       env.scene[robot],
     )
     self._arm_ids, _ = self._robot.find_joints(ARM_JOINT_NAMES, preserve_order=True)
+    self._gripper = env.action_manager.get_term(gripper)
     n, k, dev = env.num_envs, len(ACTION_NAMES), env.device
     self.joints = torch.zeros(n, k, 6, device=dev)
     """Joint mode: joint targets of each action [rad]."""
@@ -360,13 +372,13 @@ class CubeTrayExpert:
     )
     return (pos_err < self._pose_tol[self.index]) & (rot_err < self.cfg.yaw_tol)
 
-  def _arm_action(self) -> torch.Tensor:
-    """The arm's part of the action toward the current action's target [B, 6]."""
+  def _arm_action(self, index: torch.Tensor) -> torch.Tensor:
+    """The arm's part of the action toward action ``index``'s target [B, 6]."""
     rows = torch.arange(self.env.num_envs, device=self.env.device)
     if self.mode == "joint":
-      return self.joints[rows, self.index]
-    target_pos = self.positions[rows, self.index] + self.env.scene.env_origins
-    return delta_pose_action(self._arm, target_pos, self.quats[rows, self.index])
+      return self.joints[rows, index]
+    target_pos = self.positions[rows, index] + self.env.scene.env_origins
+    return delta_pose_action(self._arm, target_pos, self.quats[rows, index])
 
   def act(self) -> torch.Tensor:
     """Actions [num_envs, 7] (arm, gripper) for the next env step: 6 joint
@@ -380,9 +392,15 @@ class CubeTrayExpert:
     self.index = torch.where(advance, self.index + 1, self.index)
     self.elapsed = torch.where(advance, torch.zeros_like(self.elapsed), self.elapsed)
     self.elapsed += self.env.step_dt
-    return torch.cat(
-      [self._arm_action(), self.gripper[rows, self.index].unsqueeze(-1)], dim=-1
+    # Relaxing: the arm stays lowered, the gripper holds its current opening.
+    relaxing = (self.index == last) & (self.elapsed <= self.cfg.release_relax + 1e-6)
+    gripper = torch.where(
+      relaxing,
+      self._gripper.opening.clamp(-1.0, 1.0),
+      self.gripper[rows, self.index],
     )
+    index = torch.where(relaxing, self.index - 1, self.index)
+    return torch.cat([self._arm_action(index), gripper.unsqueeze(-1)], dim=-1)
 
   def close(self) -> None:
     self._pool.shutdown(wait=True)

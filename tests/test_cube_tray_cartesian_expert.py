@@ -131,26 +131,33 @@ def test_delta_pose_action_is_bounded_and_points_at_the_target():
   torch.testing.assert_close(action[2], torch.tensor([0.0, 0.0, 0.0, 0.0, 0.0, 1.0]))
 
 
-def test_cartesian_expert_succeeds_and_restarts_one_env(rng_seed):
-  """Fresh random placements on the C engine; env 0 is reset mid-approach."""
+def _run_expert(seed: int, reset_step: int | None = None):
+  """Run the Cartesian expert on ``NUM_ENVS`` C-engine environments seeded
+  with ``seed`` until each has succeeded once; with ``reset_step``, env 0 is
+  reset mid-approach at that step. Returns which succeeded and each
+  environment's largest horizontal cube displacement during a release [m]."""
   from experts.cube_tray import CARTESIAN_EXPERT_CFG, CubeTrayExpert
   from mjlab_tasks.common.verdict import task_verdict
   from mjlab_tasks.cube_tray.env_cfg import cube_tray_env_cfg
   from mjlab_tasks.engine import make_env
 
   cfg = cube_tray_env_cfg(arm_action="cartesian", num_envs=NUM_ENVS)
-  cfg.seed = int(rng_seed % (1 << 31))
+  cfg.seed = int(seed % (1 << 31))
   with contextlib.redirect_stdout(io.StringIO()):
     env = make_env(cfg, device="cpu", engine="mujoco")
   expert = CubeTrayExpert(env)
+  cube = env.scene["cube"]
+  release = len(ACTION_NAMES) - 1
   try:
     env.reset()
     expert.reset()
     assert expert.mode == "cartesian" and expert.cfg == CARTESIAN_EXPERT_CFG
     first_plan = expert.positions.clone()
     succeeded = torch.zeros(NUM_ENVS, dtype=torch.bool)
+    released_at = torch.full((NUM_ENVS, 2), float("nan"))
+    shift = torch.zeros(NUM_ENVS)
     for step in range(MAX_STEPS):
-      if step == RESET_STEP:
+      if step == reset_step:
         assert not expert.done[0] and not succeeded.any()
         ids = torch.tensor([0])
         progress = expert.index.clone(), expert.elapsed.clone()
@@ -167,23 +174,50 @@ def test_cartesian_expert_succeeds_and_restarts_one_env(rng_seed):
       action = expert.act()
       assert action.shape == (NUM_ENVS, 7)
       assert torch.isfinite(action).all() and action.abs().max() <= 1.0
+      releasing = expert.index == release
+      starts = releasing & released_at[:, 0].isnan()
+      released_at[starts] = cube.data.root_link_pos_w[starts, :2]
       _, _, terminated, truncated, _ = env.step(action)
       assert not truncated.any(), "an episode timed out"
       success = task_verdict(env)["success"]
       assert torch.equal(terminated, success)  # success ends the episode
-      if step < RESET_STEP:
+      if reset_step is not None and step < reset_step:
         assert not success[0]
+      # After a success the environment has been reset: its cube is a new one.
+      still = releasing & ~terminated
+      moved = torch.linalg.vector_norm(
+        cube.data.root_link_pos_w[:, :2] - released_at, dim=-1
+      )
+      shift[still] = torch.maximum(shift[still], moved[still])
       succeeded |= success
       if terminated.any():
         ids = terminated.nonzero().flatten()
         expert.reset(ids)
+        released_at[ids] = float("nan")
       if succeeded.all():
         break
-    assert succeeded.all(), f"no success in envs {(~succeeded).nonzero().tolist()}"
     assert (expert.timeouts == 0).all()
+    return succeeded, shift
   finally:
     expert.close()
     env.close()
+
+
+def test_cartesian_expert_succeeds_and_restarts_one_env(rng_seed):
+  """Fresh random placements on the C engine; env 0 is reset mid-approach."""
+  succeeded, shift = _run_expert(rng_seed, reset_step=RESET_STEP)
+  assert succeeded.all(), f"no success in envs {(~succeeded).nonzero().tolist()}"
+  # Released in place: the cube stays where the expert lowered it.
+  assert (shift < 0.003).all(), shift
+
+
+def test_release_sets_down_a_cube_the_pads_used_to_throw():
+  """A recorded placement (a CI run's seed) where opening the closed pads at
+  once threw the cube 20 mm against a tray wall, where it came to rest tilted
+  and the episode timed out: relaxed first, the release leaves it in place."""
+  succeeded, shift = _run_expert(9128414654558745384)
+  assert succeeded.all(), f"no success in envs {(~succeeded).nonzero().tolist()}"
+  assert (shift < 0.003).all(), shift
 
 
 def test_nearest_square_yaw_is_elementwise():

@@ -382,6 +382,12 @@ class GripperAction(ActionTerm):
   def raw_action(self) -> torch.Tensor:
     return self._raw_actions
 
+  @property
+  def opening(self) -> torch.Tensor:
+    """The gripper's current normalized opening, the tendon's length [B]
+    (the action that would hold it where it is)."""
+    return self._entity.data.tendon_len[:, self._tendon_ids[0]]
+
   def process_actions(self, actions: torch.Tensor) -> None:
     if self.cfg.held_at is not None:
       return
