@@ -47,10 +47,13 @@ from mjlab_tasks.engine import traits
 
 @dataclass
 class Args:
-  solution: Literal["nudge", "geometric", "shove", "oracle", "limit"]
+  solution: Literal["nudge", "geometric", "shove", "imitation", "oracle", "limit"]
   """Solution to examine: nudge (blind baseline), geometric (friction from
   forces, tipping limit), shove (short shoves that carry only
-  glasses met low enough for their foot, re-planned after every look), oracle (NOT a valid solution: geometric's planner
+  glasses met low enough for their foot, re-planned after every look),
+  imitation (a network that reads the top view and gives action chunks,
+  trained on shove's recorded hand paths on training tables 0-63:
+  policies/glass_imitation), oracle (NOT a valid solution: geometric's planner
   told the true poses and friction by the runner, to measure its limit) or
   limit (NOT a valid solution: a search that tries candidate pushes on
   copies of the true world, the reference every solution is measured

@@ -426,6 +426,30 @@ def test_top_view_and_film_leave_the_scored_world_unchanged(tmp_path):
     pytest.skip(f"final positions equal; pictures unchecked: {no_gl}")
 
 
+def test_a_renderer_let_go_draws_the_same_picture_again(monkeypatch):
+  """A world keeps at most RENDERERS_KEPT picture renderers (each holds a
+  model copy and a GL context; 32 tables once took 12 GB): here one, so
+  table 10026's picture lets table 10025's renderer go, and the one built
+  again draws 10025 bitwise as before."""
+  from mjlab_tasks.glass_push.examiner import world as world_module
+
+  monkeypatch.setattr(world_module, "RENDERERS_KEPT", 1)
+  world = GlassWorld([10025, 10026], 2)
+  try:
+    try:
+      first = world.top_view(0)
+    except NoOffscreenGL as err:
+      pytest.skip(f"no offscreen OpenGL: {err}")
+    other = world.top_view(1)
+    assert list(world._renderers) == [1]
+    again = world.top_view(0)
+    assert list(world._renderers) == [0]
+  finally:
+    world.close()
+  np.testing.assert_array_equal(first, again)
+  assert not np.array_equal(first, other)
+
+
 # -- hiding --------------------------------------------------------------------
 
 

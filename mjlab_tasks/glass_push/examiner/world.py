@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections import OrderedDict
 
 import numpy as np
 import torch
@@ -31,6 +32,7 @@ from mjlab_tasks.glass_push.rules.hand import PAD_HALF_Z
 from mjlab_tasks.glass_push.rules.tables import RACK_CENTER, RACK_SHELF_TOP, ZONE_CENTER
 
 START_SETTLE_STEPS = 250
+RENDERERS_KEPT = 4  # Picture renderers a worker keeps (see GlassWorld._pictures).
 TAKE_SETTLE_STEPS = 100
 IK_DAMPING = 0.01  # the start pose's IK (the suite's DLS step, repeated)
 RACK_SLOTS = tuple(
@@ -123,7 +125,7 @@ class GlassWorld:
     self.actions: list[list[dict]] = [[] for _ in range(n)]
     self.looks = np.zeros(n, int)
     self._overflow_total = np.zeros(n, int)
-    self._renderers: dict = {}
+    self._renderers: OrderedDict = OrderedDict()  # table -> renderer, oldest first
     self._place_hands()
     self.hand.hold(np.ones(n, bool), START_SETTLE_STEPS)
     self._overflow_checked()
@@ -314,10 +316,18 @@ class GlassWorld:
   # -- pictures (a C model of table i, never stepped) ----------------------------------
 
   def _pictures(self, i: int):
+    """Table ``i``'s renderer. At most RENDERERS_KEPT are kept, the least
+    recently used closed first: each holds a model copy and an offscreen GL
+    context (a worker drawing 32 tables grew past 12 GB); a closed one is
+    built again, drawing the same pictures."""
     from mjlab_tasks.glass_push.examiner.pictures import PoseRenderer
 
-    if i not in self._renderers:
-      self._renderers[i] = PoseRenderer(self._table_model(i))
+    if i in self._renderers:
+      self._renderers.move_to_end(i)
+      return self._renderers[i]
+    while len(self._renderers) >= RENDERERS_KEPT:
+      self._renderers.popitem(last=False)[1].close()
+    self._renderers[i] = PoseRenderer(self._table_model(i))
     return self._renderers[i]
 
   def _table_model(self, i: int):
