@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -34,7 +33,15 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from cli_args import check_at_least, check_new_folder, create_folder, fail, parse
+from cli_args import (
+  check_at_least,
+  check_file,
+  check_new_folder,
+  create_folder,
+  fail,
+  parse,
+)
+from measure_glass_perception import training_tables
 
 SHARE = 4  # Tables per examiner worker while collecting (RENDERERS_KEPT).
 
@@ -66,19 +73,6 @@ class Args:
   samples: Path | None = None
   """Train on the decisions of an earlier run (its samples.npz) instead of
   collecting; --tables, --teacher and --pushes are then not used."""
-
-
-def table_range(text: str) -> list[int]:
-  from mjlab_tasks.glass_push.rules.tables import TRAINING_TABLES
-
-  try:
-    a, _, b = text.partition("-")
-    tables = list(range(int(a), int(b or a) + 1))
-  except ValueError:
-    fail(f"--tables must be A-B or A (table numbers), got {text!r}.")
-  if not tables or any(t not in TRAINING_TABLES for t in tables):
-    fail(f"--tables {text}: training tables are 0-9999 (and A <= B).")
-  return tables
 
 
 class Recorder:
@@ -354,18 +348,26 @@ def decisions(args: Args, tables: list[int]) -> tuple[dict, float]:
   return to_arrays(samples), time.perf_counter() - start
 
 
-def main(argv: list[str] | None = None) -> int:
-  args = parse(Args, argv)
-  tables = table_range(args.tables)
+def check_args(args: Args) -> list[int]:
+  """Every flag checked before anything is built; the training tables."""
+  tables = training_tables(args.tables)
   check_at_least(1, pushes=args.pushes, jobs=args.jobs, epochs=args.epochs)
-  check_at_least(1, batch_size=args.batch_size)
+  check_at_least(1, batch_size=args.batch_size, width=args.width)
   if not 0 < args.valid_tables < len(tables):
     fail(
-      f"--valid-tables must be between 1 and {len(tables) - 1} for {len(tables)} tables."
+      f"--valid-tables must be between 1 and {len(tables) - 1} for {len(tables)} "
+      f"tables, got {args.valid_tables}."
     )
+  if not math.isfinite(args.lr) or args.lr <= 0:
+    fail(f"--lr must be a positive number, got {args.lr}.")
+  if args.samples is not None:
+    check_file(args.samples, "--samples")
   check_new_folder(args.output)
-  if args.samples is not None and not args.samples.is_file():
-    fail(f"--samples {args.samples}: no such file.")
+  return tables
+
+
+def main(args: Args) -> int:
+  tables = check_args(args)
   import torch
 
   create_folder(args.output)
@@ -391,6 +393,13 @@ def main(argv: list[str] | None = None) -> int:
     args.output / "policy.pt",
   )
   plot(history, args.output / "loss.png")
+  write_summary(args, data, held_out, history, collect_s, train_s, spacing)
+  return 0
+
+
+def write_summary(args, data, held_out, history, collect_s, train_s, spacing) -> None:
+  pushed = data["chosen"] >= 0
+  valid = np.isin(data["table"], held_out)
   summary = {
     "args": {k: str(v) for k, v in vars(args).items()},
     "tables": sorted(int(t) for t in np.unique(data["table"])),
@@ -407,12 +416,11 @@ def main(argv: list[str] | None = None) -> int:
   (args.output / "summary.json").write_text(json.dumps(summary, indent=1))
   print(
     f"{summary['decisions']} decisions ({summary['pushes_imitated']} pushes) from "
-    f"{len(tables)} tables in {collect_s:.0f} s; trained {args.epochs} epochs in "
-    f"{train_s:.0f} s; valid choice accuracy {history[-1]['valid'][3]:.2f}; "
+    f"{len(summary['tables'])} tables in {collect_s:.0f} s; trained {args.epochs} "
+    f"epochs in {train_s:.0f} s; valid choice accuracy {history[-1]['valid'][3]:.2f}; "
     f"wrote {args.output / 'policy.pt'}"
   )
-  return 0
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  raise SystemExit(main(parse(Args)))

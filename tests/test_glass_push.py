@@ -426,6 +426,7 @@ def test_top_view_and_film_leave_the_scored_world_unchanged(tmp_path):
     pytest.skip(f"final positions equal; pictures unchecked: {no_gl}")
 
 
+@pytest.mark.slow  # A two-table world and three pictures; the default tier is full.
 def test_a_renderer_let_go_draws_the_same_picture_again(monkeypatch):
   """A world keeps at most RENDERERS_KEPT picture renderers (each holds a
   model copy and a GL context; 32 tables once took 12 GB): here one, so
