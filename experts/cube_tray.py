@@ -275,7 +275,7 @@ class CubeTrayExpert:
       env.scene[robot],
     )
     self._arm_ids, _ = self._robot.find_joints(ARM_JOINT_NAMES, preserve_order=True)
-    self._gripper = env.action_manager.get_term(gripper)
+    self._gripper_term = env.action_manager.get_term(gripper)
     n, k, dev = env.num_envs, len(ACTION_NAMES), env.device
     self.joints = torch.zeros(n, k, 6, device=dev)
     """Joint mode: joint targets of each action [rad]."""
@@ -396,7 +396,7 @@ class CubeTrayExpert:
     relaxing = (self.index == last) & (self.elapsed <= self.cfg.release_relax + 1e-6)
     gripper = torch.where(
       relaxing,
-      self._gripper.opening.clamp(-1.0, 1.0),
+      self._gripper_term.opening.clamp(-1.0, 1.0),
       self.gripper[rows, self.index],
     )
     index = torch.where(relaxing, self.index - 1, self.index)

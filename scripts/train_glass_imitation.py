@@ -43,8 +43,6 @@ from cli_args import (
 )
 from measure_glass_perception import training_tables
 
-SHARE = 4  # Tables per examiner worker while collecting (RENDERERS_KEPT).
-
 
 @dataclass
 class Args:
@@ -335,11 +333,12 @@ def decisions(args: Args, tables: list[int]) -> tuple[dict, float]:
     with np.load(args.samples) as f:
       return {k: f[k] for k in f.files}, 0.0
   from experts.glass_push import SOLUTIONS
+  from mjlab_tasks.glass_push.examiner.world import RENDERERS_KEPT as share
 
   start = time.perf_counter()
-  # RENDERERS_KEPT tables per examiner worker: each table's top view has its
-  # own renderer, and a worker drawing more tables in turn rebuilds them.
-  shares = [tables[k : k + SHARE] for k in range(0, len(tables), SHARE)]
+  # As many tables per examiner worker as it keeps picture renderers: a
+  # worker drawing more tables in turn rebuilds them.
+  shares = [tables[k : k + share] for k in range(0, len(tables), share)]
   with ThreadPoolExecutor(max_workers=args.jobs) as pool:
     parts = pool.map(
       lambda s: collect_share(s, SOLUTIONS[args.teacher], args.pushes), shares

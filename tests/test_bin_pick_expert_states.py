@@ -26,6 +26,11 @@ from mjlab_tasks.engine import make_env
 CFG = BinPickExpertCfg()
 
 
+def _opening_tendon(env) -> int:
+  """The gripper's opening tendon in the compiled model (read directly)."""
+  return env.sim.mj_model.tendon("robot/rg2_opening").id
+
+
 @pytest.fixture(scope="module")
 def env():
   env = make_env(
@@ -121,7 +126,7 @@ def test_empty_grasp_when_the_fingers_closed_through(expert, closed, expected):
   qpos[0, fingers] = -0.0275 if closed else 0.0  # 0: half of the 110 mm stroke.
   env.sim.data.qpos[:] = qpos
   env.sim.forward()
-  opening = float(env.sim.data.ten_length[0, expert._tendon])
+  opening = float(env.sim.data.ten_length[0, _opening_tendon(env)])
   assert opening == pytest.approx(-1.0 if closed else 0.0, abs=1e-6)
   _refresh_verdict(env)["released"][0, 0] = False
   _set(expert, Stage.CLOSE, CFG.close_time)
@@ -358,7 +363,7 @@ def test_the_grip_presses_with_a_multiple_of_the_weight(
   qpos[0, fingers] = float(rng.uniform(-0.01, 0.02))
   env.sim.data.qpos[:] = qpos
   env.sim.forward()
-  opening = float(env.sim.data.ten_length[0, expert._tendon])
+  opening = float(env.sim.data.ten_length[0, _opening_tendon(env)])
   mass = env.sim.mj_model.body("obj_00/obj").mass[0]
   effort = min(CFG.grip_ratio * mass * 9.81 * 0.110 / 2, 2.7)
   follow = opening - effort / 12.0
@@ -731,7 +736,7 @@ def test_the_release_relaxes_the_grip_before_the_fingers_part(expert, rng):
   expert.release_command[0] = float(rng.uniform(-0.5, 0.5))
   _refresh_verdict(env)
   _set(expert, Stage.LOWER, CFG.release_settle)  # Past the wait for stillness.
-  opening = float(env.sim.data.ten_length[0, expert._tendon])
+  opening = float(env.sim.data.ten_length[0, _opening_tendon(env)])
   expert.act()
   assert Stage(int(expert.stage[0])) == Stage.RELEASE
   assert float(expert.gripper[0]) == pytest.approx(opening, abs=1e-6)

@@ -19,7 +19,13 @@ import numpy as np
 import pytest
 
 from experts.glass_push import imitation as im
-from experts.glass_push.perception import CAMERA_HEIGHT, FOCAL, SIZE, ZONE_CENTER
+from experts.glass_push.perception import (
+  CAMERA_HEIGHT,
+  FOCAL,
+  SIZE,
+  ZONE_CENTER,
+  table_pixel,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 import train_glass_imitation as tool  # noqa: E402
@@ -27,7 +33,7 @@ import train_glass_imitation as tool  # noqa: E402
 
 def test_table_points_land_where_the_camera_sees_them(rng):
   xy = np.stack([rng.uniform(0.25, 0.65, 20), rng.uniform(-0.47, -0.07, 20)], -1)
-  pix = im.table_pixel(xy)
+  pix = table_pixel(xy)
   for (x, y), (col, row) in zip(xy, pix, strict=True):
     # Pinhole straight down from CAMERA_HEIGHT: image right +x, image up +y.
     assert col == pytest.approx(SIZE / 2 + FOCAL * (x - ZONE_CENTER[0]) / CAMERA_HEIGHT)
@@ -37,7 +43,7 @@ def test_table_points_land_where_the_camera_sees_them(rng):
 def test_crop_is_centred_on_the_point_and_pooled(rng):
   picture = np.zeros((SIZE, SIZE, 3), dtype=np.uint8)
   x, y = rng.uniform(0.35, 0.55), rng.uniform(-0.35, -0.2)
-  col, row = np.round(im.table_pixel((x, y))).astype(int)
+  col, row = np.round(table_pixel((x, y))).astype(int)
   picture[row, col] = 255  # One white pixel at the point.
   out = im.crop(picture, (x, y))
   assert out.shape == (3, im.INPUT_PX, im.INPUT_PX) and out.dtype == np.float32

@@ -76,7 +76,6 @@ from mjlab.utils.lab_api.math import (
   quat_mul,
 )
 
-from assets.ur5_rg2 import GRIPPER_ACTUATOR_NAME
 from assets.ur5_rg2.model import (
   GRIPPER_EFFORT_LIMIT,
   GRIPPER_KP,
@@ -385,7 +384,7 @@ class BinPickExpert:
     self._object_geoms = [
       env.scene[name].indexing.geom_ids.cpu().tolist() for name in self.names
     ]
-    self._tendon = env.sim.mj_model.tendon(f"{ROBOT}/{GRIPPER_ACTUATOR_NAME}").id
+    self._gripper_term = env.action_manager.get_term("gripper")
     masses = [object_mass(env.sim.mj_model, g) for g in self._object_geoms]
     # Gripper effort that presses each pad with grip_ratio x the weight (the
     # tendon turns one effort unit into RG2_OPENING_TENDON_COEF N per finger).
@@ -1000,7 +999,7 @@ class BinPickExpert:
       obj=obj,
       obj_pos=obj_pos,
       rel=rel,
-      opening=self.env.sim.data.ten_length[:, self._tendon],
+      opening=self._gripper_term.opening,
       arrived=arrived,
       timed_out=timed_out,
       # Only a descent (the open fingers rest on the pile) and a lowering (the

@@ -6,9 +6,9 @@ solution").
 Per decision, for every standing glass of the (averaged) readings, the
 network reads a crop of the top view centred on the glass (``CROP_PX``
 pixels, about 200 mm, pooled to ``INPUT_PX``) and the glass's readings, and
-gives a logit (would the teacher push this glass now) and a chunk: ``K``
-waypoints of the tool point relative to the glass (x, y), their heights and
-the hand's heading. The solution follows the chunk of the glass with the
+gives a logit (would the teacher push this glass now), a heading (one of
+``HEADINGS``) and a chunk: ``K`` waypoints of the tool point relative to the
+glass in the push frame (along the heading, across it, height). The solution follows the chunk of the glass with the
 highest logit, densified to the teacher's pace (``follow()``), or stops when
 no glass's logit says push. Takes are the teacher's own rule (room by
 averaged readings, ``shove.take_ready``). It calls only ``look``,
@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from experts.glass_push.common import arrays, room_by_readings
-from experts.glass_push.perception import CAMERA_HEIGHT, FOCAL, SIZE, ZONE_CENTER
+from experts.glass_push.perception import SIZE, ZONE_CENTER, table_pixel
 from experts.glass_push.shove import take_ready
 from mjlab_tasks.glass_push import BudgetSpent
 
@@ -38,20 +38,12 @@ CROP_PX = 128  # About 200 mm of table: the glass and its neighbours.
 POOL = 4
 INPUT_PX = CROP_PX // POOL
 K = 16  # Waypoints per chunk.
+CHUNK_SCALE = 0.1  # The network's waypoint unit [m].
 FEATURES = 10
 HEADINGS = 16  # Push headings the network chooses from (the teacher's grid).
 MIN_Z = 0.0195  # follow()'s lowest waypoint height [m]
 MAX_TRIES = 2  # Chunks per glass that gained nothing before it is left.
 STOP_BELOW = 0.0  # A best logit below this (probability 0.5) stops.
-
-
-def table_pixel(xy) -> np.ndarray:
-  """(col, row) of table-plane points ``xy`` [..., 2] in the top view."""
-  xy = np.asarray(xy, dtype=float)
-  per_px = CAMERA_HEIGHT / FOCAL
-  col = SIZE / 2 + (xy[..., 0] - ZONE_CENTER[0]) / per_px
-  row = SIZE / 2 - (xy[..., 1] - ZONE_CENTER[1]) / per_px
-  return np.stack([col, row], -1)
 
 
 def crop(picture: np.ndarray, xy) -> np.ndarray:
@@ -177,10 +169,6 @@ class ChunkNet(nn.Module):
     out = self.head(torch.cat([self.encoder(image), feats], -1))
     head = out[:, 1 : 1 + HEADINGS]
     return out[:, 0], head, out[:, 1 + HEADINGS :].reshape(-1, K, 3)
-
-
-# Chunk targets in the network's units: x, y in 0.1 m, height in 0.1 m.
-CHUNK_SCALE = 0.1
 
 
 def to_chunk(points, heading: float, glass_xy, spacing: float) -> np.ndarray:

@@ -82,6 +82,16 @@ NESTED_RADIUS = 0.85  # or a circle centred inside one it is this much of
 STEMMED_GREY = 0.04  # grey fraction at 0.3-0.6 of the rim: stemmed
 
 
+def table_pixel(xy) -> np.ndarray:
+  """(col, row) of table-plane points ``xy`` [..., 2] in the top view: the
+  inverse of ``readings_from_top_view``'s pixels to metres at height 0."""
+  xy = np.asarray(xy, dtype=float)
+  per_px = CAMERA_HEIGHT / FOCAL
+  col = SIZE / 2 + (xy[..., 0] - ZONE_CENTER[0]) / per_px
+  row = SIZE / 2 - (xy[..., 1] - ZONE_CENTER[1]) / per_px
+  return np.stack([col, row], -1)
+
+
 def _glass_mask(rgb: np.ndarray) -> np.ndarray:
   mx = rgb.max(axis=2)
   mn = rgb.min(axis=2)
