@@ -258,7 +258,7 @@ def test_rearrangement_numbers():
     r"At most (\d+) moves per object and (\d+) per environment"
   )
   assert (per_object, per_env) == (expert.max_pushes_per_object, expert.max_pushes)
-  (speed,) = quoted(r"`push` \(the line, at ([\d.]+) of the largest action\)")
+  (speed,) = quoted(r"`push` \(the line, at ([\d.]+) m/s\)")
   assert speed == expert.push_speed
   (jam,) = quoted(r"A push that takes longer than (\d+) s \(jammed\)")
   assert jam == expert.stage_timeout
@@ -290,8 +290,10 @@ def test_replica_numbers():
 
 def test_expert_numbers():
   cfg = BinPickExpertCfg()
-  (careful,) = quoted(r"`lift` \(vertical, at half speed over the first (\d+) mm")
-  assert careful == mm(cfg.careful_lift)[0] and cfg.lift_speed == 0.5
+  speed, careful = quoted(
+    r"`lift` \(vertical, at ([\d.]+) m/s\s+over the first (\d+) mm"
+  )
+  assert careful == mm(cfg.careful_lift)[0] and speed == cfg.lift_speed
   (transit,) = quoted(r"transit height: rim \+ (\d+) mm \+ pad half height")
   assert transit == mm(cfg.transit_clearance)[0]
   close, squeeze = quoted(
@@ -362,7 +364,8 @@ def test_expert_numbers():
   reach = quoted(r"reachable table \(([\d.]+) to ([\d.]+) m from the base\)")
   assert reach == cfg.reach
   hz, step_mm, step_deg = quoted(
-    r"the task's own (\d+) Hz Cartesian actions \((\d+) mm and (\d+) degree per unit"
+    r"the task's own (\d+) Hz Cartesian actions \(normalized: 1 unit is the\s+"
+    r"term's bound, (\d+) mm and (\d+) degrees per step"
   )
   env = bp.bin_pick_env_cfg()
   action = env.actions["arm"]

@@ -212,11 +212,12 @@ def test_motion_timeout_recovers_vertically_then_plans_again(expert):
     if Stage(int(expert.stage[0])) != Stage.RECOVER:
       break
     # Straight up: the command's horizontal part only absorbs the arm's
-    # sub-millimetre target lag (actions are in 5 mm units). The command
-    # reaches the recovery height first (at transit speed, in a few steps)
-    # and holds there while the tool follows.
-    assert actions[0, :2].abs().max() < 0.1 and actions[0, 2] >= 0, actions
-    assert float(actions[0, 2]) <= CFG.transit_speed + 1e-6
+    # sub-millimetre target lag. The command reaches the recovery height
+    # first (at transit speed, in a few steps) and holds there while the
+    # tool follows.
+    move = actions[0, :3] * expert.arm.cfg.translation_scale  # [m]
+    assert move[:2].abs().max() < 5e-4 and move[2] >= 0, actions
+    assert float(move[2]) <= CFG.transit_speed * env.step_dt + 1e-6
     assert float(actions[0, 6]) == GRIPPER_OPEN
     env.step(actions)
   tool_end, _ = expert._tool()
@@ -747,3 +748,17 @@ def test_the_release_relaxes_the_grip_before_the_fingers_part(expert, rng):
     relaxed += 1
   dt = env.step_dt
   assert relaxed * dt == pytest.approx(CFG.release_relax, abs=1.5 * dt)
+
+
+def test_the_expert_speeds_fit_the_demonstration_range():
+  """Every speed of the expert, at the task's normalized action units, is an
+  action within [-1, 1] (a demonstration's range; 5a45d23's faster expert
+  was not, in the former 5 mm units), and turns reach the bound."""
+  env_cfg = bin_pick_env_cfg(objects=2)
+  arm = env_cfg.actions["arm"]
+  step = env_cfg.decimation * env_cfg.sim.mujoco.timestep
+  speeds = (CFG.transit_speed, CFG.carry_speed, CFG.lift_speed, CFG.lower_speed)
+  for speed in (*speeds, CFG.push_speed):
+    assert 0 < speed * step / arm.translation_scale <= 1.0
+  assert CFG.turn_speed * step / arm.rotation_scale == pytest.approx(1.0)
+  assert arm.translation_scale == pytest.approx(2 * arm.max_target_lead)

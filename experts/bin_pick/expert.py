@@ -57,6 +57,7 @@ an object that slipped onto the reachable table stays eligible.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import Counter
@@ -166,6 +167,12 @@ _VERIFY_AFTER = 0.2
 _FOOTPRINT_DIRECTIONS = 64
 
 
+def _within(v: torch.Tensor, limit: torch.Tensor | float) -> torch.Tensor:
+  """``v`` [B, 3] scaled down, direction preserved, so that no component
+  exceeds ``limit`` in size."""
+  return v / (v.abs().amax(-1, keepdim=True) / limit).clamp_min(1.0)
+
+
 def _finger_box_corners(model) -> torch.Tensor:
   """Corners [G, 8, 3] of the left finger's collision boxes (pad, link) in
   its frame shifted to the pad's inner face (x: outward, the closing axis).
@@ -267,22 +274,26 @@ class BinPickExpertCfg:
   """A gripper closed to within this of fully closed holds nothing [m]."""
   slip_tolerance: float = 0.02
   """Object-relative motion [m] that counts as a slip."""
-  lift_speed: float = 0.5
-  """Largest translation action while the held object is still within
-  ``careful_lift`` of where it was grasped (fraction of a full action)."""
-  transit_speed: float = 3.0
-  """Largest translation action of the hand moving without an object
-  (move above, descend, retreat, recover, to and from a push) [action
-  units of 5 mm; the task's bound is 8]. Measured on pour and object seed
-  1 (docs/bin_pick.md): 1 unit everywhere 20.0 s per delivery, 2 units
-  (carry 2, turn 2) 13.5 s, 3 units (carry 2, turn 4) 12.5 s; the target
-  leads the tool by at most 20 mm, which bounds the speed beyond."""
-  carry_speed: float = 2.0
-  """Largest translation action with a held object, past the careful lift
-  and until the lowering (lift, carry) [action units]."""
-  turn_speed: float = 4.0
-  """Largest rotation action [action units, 1 degree each; the task's
-  bound, 80 degrees/s]."""
+  lift_speed: float = 0.05
+  """Largest hand speed while the held object is still within
+  ``careful_lift`` of where it was grasped [m/s] (2.5 mm per step)."""
+  transit_speed: float = 0.3
+  """Largest hand speed without an object (move above, descend, retreat,
+  recover, to and from a push) [m/s]. Measured on pour and object seed 1
+  (docs/bin_pick.md): 0.1 m/s everywhere 20.0 s per delivery, 0.2 m/s
+  (carry 0.2, turn 40 deg/s) 13.5 s, 0.3 m/s (carry 0.2, turn 80 deg/s)
+  12.5 s; the target leads the tool by at most 20 mm, which bounds the speed
+  beyond."""
+  carry_speed: float = 0.2
+  """Largest hand speed with a held object, past the careful lift and until
+  the lowering (lift, carry) [m/s]."""
+  lower_speed: float = 0.1
+  """Largest hand speed of the lowering and of a push's descent [m/s]."""
+  turn_speed: float = math.radians(80.0)
+  """Largest rotation speed about each axis [rad/s] (the task's bound: 4
+  degrees per step)."""
+  turn_done: float = math.radians(1.0)
+  """A commanded orientation within this of the target has turned [rad]."""
   careful_lift: float = 0.03
   """Lift height over which the object leaves the pile slowly [m]."""
   settle_time: float = 1.5
@@ -303,8 +314,8 @@ class BinPickExpertCfg:
   """Failed attempts after which an object is no longer tried."""
   reach: tuple[float, float] = (0.25, 0.8)
   """Horizontal distance from the robot base of an eligible object [m]."""
-  push_speed: float = 0.4
-  """Largest translation action along a push (fraction of a full action)."""
+  push_speed: float = 0.04
+  """Largest hand speed along a push [m/s]."""
   max_pushes_per_object: int = 2
   max_pushes: int = 8
   """Rearrangements per environment and episode."""
@@ -1033,7 +1044,7 @@ class BinPickExpert:
       torch.linalg.vector_norm(
         axis_angle_from_quat(quat_mul(self.target_quat, quat_inv(commanded))), dim=-1
       )
-      > self.arm.cfg.rotation_scale
+      > self.cfg.turn_done
     )
 
   def _stuck(self, tool_pos: torch.Tensor) -> torch.Tensor:
@@ -1251,13 +1262,10 @@ class BinPickExpert:
     base_pos = torch.where(has, self.arm.desired_pos_w - origins, now.tool_pos)
     base_quat = torch.where(has, self.arm.desired_quat_w, now.tool_quat)
     move = self._translation(now, base_pos)
-    turn = (
-      axis_angle_from_quat(quat_mul(self.target_quat, quat_inv(base_quat)))
-      / self.arm.cfg.rotation_scale
-    )
-    turn = turn / (turn.abs().amax(-1, keepdim=True) / self.cfg.turn_speed).clamp_min(
-      1.0
-    )
+    turn = axis_angle_from_quat(quat_mul(self.target_quat, quat_inv(base_quat)))
+    turn = _within(turn, self.cfg.turn_speed * self.env.step_dt)
+    move = move / self.arm.cfg.translation_scale
+    turn = turn / self.arm.cfg.rotation_scale
     idle = self.done | now.at(Stage.PLAN)
     move[idle] = 0.0
     turn[idle] = 0.0
@@ -1267,23 +1275,22 @@ class BinPickExpert:
     return torch.cat([move, turn, self.gripper.unsqueeze(-1)], dim=-1)
 
   def _translation(self, now: _Step, base_pos: torch.Tensor) -> torch.Tensor:
-    """Translation actions from ``base_pos`` toward the via point, once
-    passed toward the target; slowed along a careful lift and a push."""
+    """This step's translation [m] from ``base_pos`` toward the via point,
+    once passed toward the target, at the stage's speed."""
     passed = torch.linalg.vector_norm(self.via - base_pos, dim=-1) < 2e-3
     self.via_on &= ~passed
     aim = torch.where(self.via_on.unsqueeze(-1), self.via, self.target_pos)
-    move = (aim - base_pos) / self.arm.cfg.translation_scale
+    move = aim - base_pos
     # Slow while a held object leaves the pile: neighbours drag on it.
     low = now.tool_pos[:, 2] < self.grasp_pos[:, 2] + self.cfg.careful_lift
     careful = now.at(Stage.LIFT) & low
-    limit = torch.ones_like(self.stage_time)
+    speed = torch.full_like(self.stage_time, self.cfg.lower_speed)
     for stage in _TRANSIT:
-      limit[now.at(stage)] = 1.0 / self.cfg.transit_speed
-    limit[now.at(Stage.LIFT) | now.at(Stage.CARRY)] = 1.0 / self.cfg.carry_speed
-    limit[careful] = 1.0 / self.cfg.lift_speed
-    limit[now.at(Stage.PUSH)] = 1.0 / self.cfg.push_speed
-    limit = limit.unsqueeze(-1)
-    return move / (move.abs().amax(-1, keepdim=True) * limit).clamp_min(1.0)
+      speed[now.at(stage)] = self.cfg.transit_speed
+    speed[now.at(Stage.LIFT) | now.at(Stage.CARRY)] = self.cfg.carry_speed
+    speed[careful] = self.cfg.lift_speed
+    speed[now.at(Stage.PUSH)] = self.cfg.push_speed
+    return _within(move, (speed * self.env.step_dt).unsqueeze(-1))
 
   def _grip(self, mask: torch.Tensor, opening: torch.Tensor) -> None:
     """Closing targets that press the held object with its grip effort: the

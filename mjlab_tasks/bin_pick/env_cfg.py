@@ -5,7 +5,9 @@ Task description:
   and a drop destination on the table outside the bin. At initialization a
   pourer drops a seeded, varied set of objects into the bin until the pile
   reaches a stopping height set by the wall height, or the requested count.
-  Physics 1 kHz, policy 20 Hz, Cartesian + gripper actions.
+  Physics 1 kHz, policy 20 Hz, Cartesian + gripper actions; the Cartesian
+  actions are normalized, +-1 being the term's bound (40 mm of target motion
+  and 4 degrees per step).
 
 Randomizations: the pour (drop positions and orientations) per environment,
 from ``pour_seed`` and the number of environments (each object draws one
@@ -512,6 +514,9 @@ def bin_pick_env_cfg(
     with_camera=True,
     num_envs=num_envs,
     episode_length_s=episode_length_s or (180.0 if play else 60.0),
+    # The expert moves at up to 15 mm and 4 degrees per step: in units of the
+    # bound its actions are within [-1, 1], as demonstrations require.
+    unit_bounds=True,
   )
   # Contact buffers sized for the pile (MuJoCo Warp); overflow is reported
   # per environment by mjlab_tasks.common.mdp.physics_health.

@@ -72,11 +72,23 @@ def wrist_force_sensor_cfg(entity: str = ROBOT) -> ContactSensorCfg:
   )
 
 
-def arm_action_cfg(kind: Literal["cartesian", "joint"]) -> ActionTermCfg:
+def arm_action_cfg(
+  kind: Literal["cartesian", "joint"], unit_bounds: bool = False
+) -> ActionTermCfg:
+  """The arm's action term. ``unit_bounds`` (Cartesian only): scale the
+  actions so that +-1 is the term's bound (``CartesianPoseAction.bounds``,
+  20 mm of target lead twice over and 4 degrees per step), as ManiSkill's
+  normalized ``pd_ee_delta_pose``: every useful action is then in [-1, 1],
+  the demonstration format's range. Without it, 1 unit is 5 mm and 1 degree
+  (the bounds are +-8 and +-4)."""
   if kind == "cartesian":
-    return CartesianPoseActionCfg(
+    cfg = CartesianPoseActionCfg(
       entity_name=ROBOT, joint_names=ARM_JOINT_NAMES, site_name=TCP_SITE_NAME
     )
+    if unit_bounds:
+      cfg.translation_scale = 2.0 * cfg.max_target_lead
+      cfg.rotation_scale = cfg.rotation_bound
+    return cfg
   if kind == "joint":
     return JointTargetActionCfg(entity_name=ROBOT, joint_names=ARM_JOINT_NAMES)
   raise ValueError(f"Unknown arm action kind '{kind}' (use 'cartesian' or 'joint').")
@@ -114,6 +126,7 @@ def make_robot_env_cfg(
   num_envs: int = 1,
   episode_length_s: float = 20.0,
   env_spacing: float = 2.0,
+  unit_bounds: bool = False,
 ) -> ManagerBasedRlEnvCfg:
   """UR5 + RG2 on a table top (the z = 0 plane), plus the given entities.
 
@@ -125,6 +138,8 @@ def make_robot_env_cfg(
     num_envs: Number of parallel environments.
     episode_length_s: Episode length in simulated seconds.
     env_spacing: Distance between environment origins [m].
+    unit_bounds: Cartesian actions scaled so that +-1 is the term's bound
+      (``arm_action_cfg``).
   """
   scene_entities = {ROBOT: ur5_rg2_entity_cfg(with_camera=with_camera)}
   scene_entities.update(entities or {})
@@ -140,7 +155,7 @@ def make_robot_env_cfg(
       "actor": ObservationGroupCfg(robot_observations(), enable_corruption=False),
     },
     actions={
-      "arm": arm_action_cfg(arm_action),
+      "arm": arm_action_cfg(arm_action, unit_bounds),
       "gripper": GripperActionCfg(entity_name=ROBOT, tendon_name=GRIPPER_ACTUATOR_NAME),
     },
     sim=physics_cfg(),
