@@ -52,6 +52,11 @@ class Args:
   bury the cloned actions."""
   seed: int = 0
   """Seed of the networks' initial weights and the batch order."""
+  teacher: Path | None = None
+  """A state behaviour-cloning policy of the task (train_bc.py's policy.pt,
+  e.g. policies/cube_tray_bc/policy.pt). CriticWarmupPpo then labels every
+  rollout's own states with its actions and imitates them after each PPO
+  update (kickstarting), in place of the demonstrations' actions."""
 
 
 def check_args(args: Args) -> Args:
@@ -59,6 +64,8 @@ def check_args(args: Args) -> Args:
   check_new_folder(args.output)
   check_at_least(1, epochs=args.epochs, batch_size=args.batch_size)
   check_at_least(0, seed=args.seed)
+  if args.teacher is not None:
+    check_file(args.teacher, "--teacher")
   for name, values in (("lr", (args.lr,)), ("init_std", args.init_std)):
     if not values or not all(0 < v < float("inf") for v in values):
       fail(f"--{name.replace('_', '-')} takes positive numbers, got {values}.")
@@ -82,12 +89,12 @@ def load(args: Args) -> tuple[str, dict]:
     fail(f"{args.demos}: lacks actor observation term {err} of its task.")
 
 
-def write(args: Args, runner, history: dict, summary: dict) -> None:
+def write(args: Args, runner, history: dict, summary: dict, teacher: dict) -> None:
   from mjlab_tasks.policies.bc_training import plot
   from mjlab_tasks.policies.demo_start import save_start
 
   args.output.mkdir(parents=True)
-  save_start(runner, args.output / "model_0.pt", args.demos)
+  save_start(runner, args.output / "model_0.pt", args.demos, teacher)
   plot(history, args.output / "loss.png")
   (args.output / "summary.json").write_text(json.dumps(summary, indent=2))
 
@@ -109,6 +116,12 @@ def main(args: Args) -> int:
     fail(
       f"{args.demos}: {data['train_obs'].shape[1]} observation values, the actor reads {actor.obs_dim}."
     )
+  teacher = {}
+  if args.teacher is not None:
+    try:
+      teacher = demo_start.teacher_infos(runner.env.unwrapped, task, args.teacher)
+    except ValueError as err:
+      fail(f"--teacher: {err}")
   try:  # the cloning trains the mean only
     demo_start.set_std(actor, args.init_std)
   except ValueError as err:
@@ -130,7 +143,8 @@ def main(args: Args) -> int:
     "history": history,
     "source": source_snapshot(),
   }
-  write(args, runner, history, summary)
+  summary["teacher"] = teacher.get("teacher")
+  write(args, runner, history, summary, teacher)
   print(
     f"{task}: actor cloned on {data['train_demos']} demos in "
     f"{summary['train_seconds']} s, action MSE valid {summary['final_valid_mse']}; "

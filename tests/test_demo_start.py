@@ -28,6 +28,7 @@ cli_args = pretrain_actor  # parse() comes with the tool's imports
 TASK = "CubeTray-UR5-RG2"
 CPU = ["--engine", "mujoco", "--device", "cpu"]
 WARMUP = "mjlab_tasks.policies.demo_start:CriticWarmupPpo"
+TEACHER = Path(__file__).parents[1] / "policies" / "cube_tray_bc" / "policy.pt"
 
 
 @pytest.fixture(scope="module")
@@ -158,12 +159,14 @@ def test_warmup_trains_the_critic_alone_first(runner):
 
 
 def test_mjlab_training_resumes_from_the_cloned_actor(demos, tmp_path):
-  """The documented commands in separate processes: clone, then two PPO
-  iterations resumed from model_0.pt with the warm-up algorithm."""
+  """The documented commands in separate processes: clone (with the shipped
+  teacher), then two PPO iterations resumed from model_0.pt with the
+  warm-up algorithm."""
   start = tmp_path / "logs" / "cube_tray_ur5_rg2" / "bc_start"
   done = run_script(
-    "pretrain_actor.py", str(demos), "--output", str(start), "--epochs", "2"
-  )
+    "pretrain_actor.py", str(demos), "--output", str(start), "--epochs", "2",
+    "--teacher", str(TEACHER),
+  )  # fmt: skip
   assert done.returncode == 0, done.stderr[-2000:]
   argv = ["--engine", "mujoco", "--env.scene.num-envs", "2"]
   argv += ["--agent.num-steps-per-env", "8", "--agent.max-iterations", "2"]
@@ -194,6 +197,7 @@ def test_refusals(demos, tmp_path, capsys):
       "--init-std: one value or 7 (one per action), got 2",
     ),
     (["--epochs", "0"], "--epochs must be at least 1"),
+    (["--teacher", str(demos)], "is not a state behaviour-cloning policy"),
   ):
     capsys.readouterr()
     with pytest.raises(SystemExit):
@@ -222,5 +226,63 @@ def test_cloning_steps_pull_the_actor_toward_the_demonstrations(demos, runner):
   before = demo_start.action_mse(ppo.actor, obs, actions)
   ppo.updates_done = demo_start.WARMUP_UPDATES
   for _ in range(5):
-    ppo.clone_steps()
+    ppo.clone_steps(*ppo.demos)
   assert demo_start.action_mse(ppo.actor, obs, actions) < 0.5 * before
+
+
+def ensembled_by_hand(chunks: np.ndarray, restart: int) -> np.ndarray:
+  """ACT's temporal ensembling, one environment and step at a time: the
+  action at step t is the mean of chunk[s][t - s] over the chunks s that
+  cover t since the episode began (every environment's new episode begins
+  at step ``restart``), weighted exp(-m * i), i = 0 for the oldest."""
+  from mjlab_tasks.policies.bc_policy import BC_ENSEMBLE_DECAY
+
+  steps, envs, k, dim = chunks.shape
+  out = np.zeros((steps, envs, dim))
+  for e in range(envs):
+    for t in range(steps):
+      start = restart if t >= restart else 0
+      covering = range(max(t - k + 1, start), t + 1)  # oldest first
+      w = np.exp(-BC_ENSEMBLE_DECAY * np.arange(len(covering)))
+      pred = np.array([chunks[s, e, t - s] for s in covering])
+      out[t, e] = (w[:, None] * pred).sum(0) / w.sum()
+  return out
+
+
+def test_the_teacher_labels_each_rollout_state_as_it_would_act(runner):
+  """With a teacher (the shipped behaviour-cloning policy), every rollout
+  step's label is its temporally ensembled action on the stored
+  observations, computed here by hand, restarting where an episode ends;
+  after the warm-up an update imitates the labels and consumes them."""
+  import dataclasses
+
+  from mjlab.rl import MjlabOnPolicyRunner
+  from mjlab.tasks.registry import load_rl_cfg
+
+  agent = dataclasses.asdict(load_rl_cfg(TASK))
+  agent["algorithm"]["class_name"] = WARMUP
+  agent["num_steps_per_env"] = 12
+  run = MjlabOnPolicyRunner(runner.env, agent, log_dir=None, device="cpu")
+  ppo = run.alg
+  infos = demo_start.teacher_infos(runner.env.unwrapped, TASK, TEACHER)
+  ppo.load_teacher(Path(infos["teacher"]), infos["teacher_columns"])
+  env = run.env
+  obs = env.get_observations().to("cpu")
+  for t in range(12):
+    actions = ppo.act(obs)
+    obs, rewards, dones, extras = env.step(actions)
+    if t == 4:  # an episode ends after step 4: the teacher starts afresh
+      dones = torch.ones_like(dones)
+    ppo.process_env_step(obs, rewards, dones, extras)
+  stored = ppo.actor_input(ppo.storage.observations)  # [12, envs, D]
+  model, columns = ppo.teacher
+  with torch.no_grad():
+    chunks = model(stored.flatten(0, 1)[:, columns]).unflatten(0, stored.shape[:2])
+  expected = np.clip(ensembled_by_hand(chunks.double().numpy(), 5), -1, 1)
+  labels = torch.stack(ppo.labels).double().numpy()
+  np.testing.assert_allclose(labels, expected, atol=1e-5)
+  # Not the first action of each chunk alone (what ensembling changes).
+  assert not np.allclose(labels[5:], chunks[5:, :, 0].clamp(-1, 1).numpy(), atol=1e-3)
+  ppo.updates_done = demo_start.WARMUP_UPDATES
+  losses = ppo.update()
+  assert "kickstart" in losses and ppo.labels == []

@@ -69,14 +69,75 @@ def bc_checkpoint(path: Path) -> dict | None:
   return None
 
 
+def bc_columns(env: ManagerBasedRlEnv, path: Path, ckpt: dict) -> torch.Tensor:
+  """The columns of the environment's actor observation that a checkpoint
+  reads, in its order (a subset: e.g. without the previous action).
+
+  Raises:
+    ValueError: a term the environment lacks or has in another size.
+  """
+  manager = env.observation_manager
+  terms = list(manager.active_terms["actor"])
+  sizes = [int(np.prod(d)) for d in manager.group_obs_term_dim["actor"]]
+  missing = [k for k in ckpt["obs_keys"] if k not in terms]
+  if missing:
+    raise ValueError(
+      f"{path} was trained on observation terms {list(ckpt['obs_keys'])}; the "
+      f"environment's actor observation has {terms} (no {', '.join(missing)})"
+    )
+  starts = dict(zip(terms, np.cumsum([0, *sizes[:-1]]).tolist(), strict=True))
+  size_of = dict(zip(terms, sizes, strict=True))
+  for key, size in zip(ckpt["obs_keys"], ckpt["obs_sizes"], strict=True):
+    if size_of[key] != size:
+      raise ValueError(
+        f"{path} was trained on {key} of size {size}; the environment's has "
+        f"{size_of[key]}"
+      )
+  return torch.cat(
+    [torch.arange(starts[k], starts[k] + size_of[k]) for k in ckpt["obs_keys"]]
+    or [torch.zeros(0, dtype=torch.long)]  # An image-only policy.
+  )
+
+
+class ChunkEnsemble:
+  """ACT's temporal ensembling: each step's action is the weighted mean of
+  every chunk predicted for it, per environment, forgotten at its reset."""
+
+  def __init__(self, num_envs: int, chunk: int, act_dim: int, device: str):
+    # A prediction added to slot j (j steps ahead) is j steps old when used;
+    # ACT weights exp(-m * i), i = k - 1 - j counting from the oldest.
+    self._weights = torch.exp(
+      -BC_ENSEMBLE_DECAY * torch.arange(chunk - 1, -1, -1, dtype=torch.float32)
+    ).to(device)
+    self._sum = torch.zeros(num_envs, chunk, act_dim, device=device)
+    self._weight = torch.zeros(num_envs, chunk, device=device)
+
+  def step(self, chunk: torch.Tensor) -> torch.Tensor:
+    """This step's actions [num_envs, act_dim], given the chunks predicted
+    now [num_envs, chunk, act_dim]."""
+    self._sum += self._weights[None, :, None] * chunk
+    self._weight += self._weights[None, :]
+    actions = self._sum[:, 0] / self._weight[:, :1]
+    # Shift the pending predictions one step on.
+    self._sum = torch.roll(self._sum, -1, dims=1)
+    self._weight = torch.roll(self._weight, -1, dims=1)
+    self._sum[:, -1] = 0.0
+    self._weight[:, -1] = 0.0
+    return actions
+
+  def reset(self, env_ids: torch.Tensor | None = None) -> None:
+    """Forget the pending chunks of environments ``env_ids`` (all if None)."""
+    ids = slice(None) if env_ids is None else env_ids
+    self._sum[ids] = 0.0
+    self._weight[ids] = 0.0
+
+
 class BcPolicy:
   """A behaviour-cloning policy (``scripts/train_bc.py``'s ``policy.pt``).
 
   It reads the terms it was trained on (by name, in the checkpoint's order)
   from the actor observation the environment gives a policy, and, with
-  action chunks, executes them with temporal ensembling: each step's action
-  is the weighted mean of every chunk predicted for it, per environment,
-  forgotten at its reset.
+  action chunks, executes them with temporal ensembling (``ChunkEnsemble``).
 
   Raises:
     ValueError: trained for another task, on an observation term the
@@ -95,27 +156,7 @@ class BcPolicy:
     self._image_size = tuple(ckpt.get("image_size") or ())
     _check_image_terms(env, path, ckpt)
     terms = list(manager.active_terms["actor"])
-    sizes = [int(np.prod(d)) for d in manager.group_obs_term_dim["actor"]]
-    missing = [k for k in ckpt["obs_keys"] if k not in terms]
-    if missing:
-      raise ValueError(
-        f"{path} was trained on observation terms {list(ckpt['obs_keys'])}; the "
-        f"environment's actor observation has {terms} (no {', '.join(missing)})"
-      )
-    starts = dict(zip(terms, np.cumsum([0, *sizes[:-1]]).tolist(), strict=True))
-    size_of = dict(zip(terms, sizes, strict=True))
-    for key, size in zip(ckpt["obs_keys"], ckpt["obs_sizes"], strict=True):
-      if size_of[key] != size:
-        raise ValueError(
-          f"{path} was trained on {key} of size {size}; the environment's has "
-          f"{size_of[key]}"
-        )
-    # The trained terms' columns of the environment's actor observation, in
-    # the checkpoint's order (a subset: e.g. without the previous action).
-    self._columns = torch.cat(
-      [torch.arange(starts[k], starts[k] + size_of[k]) for k in ckpt["obs_keys"]]
-      or [torch.zeros(0, dtype=torch.long)]  # An image-only policy.
-    ).to(device)
+    self._columns = bc_columns(env, path, ckpt).to(device)
     act_dim = int(env.action_manager.total_action_dim)
     if act_dim != ckpt["action_dim"]:
       raise ValueError(
@@ -124,14 +165,7 @@ class BcPolicy:
     self._env = env
     self._terms = terms
     self._model = BcMlp.from_checkpoint(ckpt).to(device)
-    k = self._model.chunk
-    # A prediction added to slot j (j steps ahead) is j steps old when used;
-    # ACT weights exp(-m * i), i = k - 1 - j counting from the oldest.
-    self._weights = torch.exp(
-      -BC_ENSEMBLE_DECAY * torch.arange(k - 1, -1, -1, dtype=torch.float32)
-    ).to(device)
-    self._sum = torch.zeros(env.num_envs, k, act_dim, device=device)
-    self._weight = torch.zeros(env.num_envs, k, device=device)
+    self._ensemble = ChunkEnsemble(env.num_envs, self._model.chunk, act_dim, device)
     self.clip = 1.0  # Demonstrations are in [-1, 1].
     self.checkpoint = Path(path)
     self.description = f"behaviour-cloning policy {path}"
@@ -161,21 +195,11 @@ class BcPolicy:
         chunk = self._model(self._observations(), self._images())
       else:
         chunk = self._model(self._observations())
-    self._sum += self._weights[None, :, None] * chunk
-    self._weight += self._weights[None, :]
-    actions = self._sum[:, 0] / self._weight[:, :1]
-    # Shift the pending predictions one step on.
-    self._sum = torch.roll(self._sum, -1, dims=1)
-    self._weight = torch.roll(self._weight, -1, dims=1)
-    self._sum[:, -1] = 0.0
-    self._weight[:, -1] = 0.0
-    return _clipped(actions, self.clip)
+    return _clipped(self._ensemble.step(chunk), self.clip)
 
   def reset(self, env_ids: torch.Tensor | None = None) -> None:
     """Forget the pending chunks of environments ``env_ids`` (all if None)."""
-    ids = slice(None) if env_ids is None else env_ids
-    self._sum[ids] = 0.0
-    self._weight[ids] = 0.0
+    self._ensemble.reset(env_ids)
 
   def close(self) -> None:
     """Nothing to release (the environment is closed by its owner)."""

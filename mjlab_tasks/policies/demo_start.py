@@ -9,6 +9,11 @@ mjlab_tasks.policies.demo_start:CriticWarmupPpo``) keeps the actor fixed for
 its first ``WARMUP_UPDATES`` updates while the fresh critic learns what the
 cloned actor's states are worth: advantages from an untrained critic are
 noise, and PPO would follow that noise away from the demonstrations first.
+After the warm-up it keeps the actor near the expert with imitation steps
+after every PPO update: on the demonstrations (DAPG's decaying imitation
+term) or, when the start names a teacher (``pretrain_actor.py --teacher``),
+on the rollout's own states labelled by that behaviour-cloning policy
+(kickstarting; DAgger's labels on the learner's states).
 ``scripts/pretrain_actor.py`` is the command line; docs/demonstrations.md
 the measurements.
 """
@@ -48,6 +53,7 @@ class CriticWarmupPpo(PPO):
     super().__init__(*args, **kwargs)
     self.updates_done = 0
     self.demos = None  # (observations, actions) from the start checkpoint
+    self.teacher = None  # (BcMlp, the actor observation's columns it reads)
     self.configured_lr = self.learning_rate
     if self.actor.obs_normalization:
       self.actor.obs_normalizer.until = 0  # EmpiricalNormalization: no updates
@@ -59,9 +65,11 @@ class CriticWarmupPpo(PPO):
     self.learning_rate = self.configured_lr
     for group in self.optimizer.param_groups:
       group["lr"] = self.configured_lr
-    demos = (loaded_dict.get("infos") or {}).get("demos")
-    if demos is not None:
-      self.load_demos(Path(demos))
+    infos = loaded_dict.get("infos") or {}
+    if infos.get("teacher") is not None:
+      self.load_teacher(Path(infos["teacher"]), infos["teacher_columns"])
+    elif infos.get("demos") is not None:
+      self.load_demos(Path(infos["demos"]))
     return out
 
   def load_demos(self, path: Path) -> None:
@@ -76,9 +84,47 @@ class CriticWarmupPpo(PPO):
     )
     self.bc_optimizer = torch.optim.Adam(self._raw_actor.mlp.parameters(), lr=BC_LR)
 
-  def clone_steps(self) -> float:
+  def load_teacher(self, path: Path, columns: list[int]) -> None:
+    """A state behaviour-cloning policy (``train_bc.py``'s ``policy.pt``)
+    that labels every rollout state with the action it would take there,
+    reading the actor observation's ``columns``."""
+    from mjlab_tasks.policies.bc_networks import BcMlp
+    from mjlab_tasks.policies.bc_policy import ChunkEnsemble, bc_checkpoint
+
+    ckpt = bc_checkpoint(path)
+    if ckpt is None or ckpt.get("image_keys"):
+      raise ValueError(f"{path} is not a state behaviour-cloning policy")
+    model = BcMlp.from_checkpoint(ckpt).to(self.device).eval()
+    self.teacher = (model, torch.tensor(columns, device=self.device))
+    n, dim = self.storage.num_envs, self.storage.actions.shape[-1]
+    self.ensemble = ChunkEnsemble(n, model.chunk, dim, self.device)
+    self.labels = []
+    self.bc_optimizer = torch.optim.Adam(self._raw_actor.mlp.parameters(), lr=BC_LR)
+
+  def act(self, obs):
+    """PPO's action; with a teacher, also the teacher's for the same state
+    (its chunks ensembled along the rollout as ``BcPolicy`` executes them:
+    the first action of each chunk alone scored 6 of 64 where the ensemble
+    scored 63)."""
+    actions = super().act(obs)
+    if self.teacher is not None:
+      model, columns = self.teacher
+      with torch.no_grad():
+        chunk = model(self.actor_input(obs)[:, columns])
+      self.labels.append(self.ensemble.step(chunk).clamp(-1.0, 1.0))
+    return actions
+
+  def process_env_step(self, obs, rewards, dones, extras) -> None:
+    super().process_env_step(obs, rewards, dones, extras)
+    if self.teacher is not None:
+      self.ensemble.reset(dones.nonzero().flatten())
+
+  def actor_input(self, obs) -> torch.Tensor:
+    """The actor's observation groups, concatenated as its network reads them."""
+    return torch.cat([obs[g] for g in self._raw_actor.obs_groups], dim=-1)
+
+  def clone_steps(self, obs: torch.Tensor, actions: torch.Tensor) -> float:
     """Behaviour-cloning steps after a PPO update; the mean loss."""
-    obs, actions = self.demos
     k = self.updates_done - WARMUP_UPDATES
     for group in self.bc_optimizer.param_groups:
       group["lr"] = BC_LR * BC_DECAY**k
@@ -97,6 +143,12 @@ class CriticWarmupPpo(PPO):
 
   def update(self) -> dict[str, float]:
     warm = self.updates_done < WARMUP_UPDATES
+    taught = None
+    if self.teacher is not None:
+      if not warm:
+        obs = self.actor_input(self.storage.observations).flatten(0, 1)
+        taught = (obs, torch.stack(self.labels).flatten(0, 1))
+      self.labels = []
     if warm:
       self._raw_actor.requires_grad_(False)  # no gradient: Adam skips it
     try:
@@ -104,8 +156,10 @@ class CriticWarmupPpo(PPO):
     finally:
       if warm:
         self._raw_actor.requires_grad_(True)
-    if self.demos is not None and not warm:
-      losses["behaviour_cloning"] = self.clone_steps()
+    if taught is not None:
+      losses["kickstart"] = self.clone_steps(*taught)
+    elif self.demos is not None and not warm:
+      losses["behaviour_cloning"] = self.clone_steps(*self.demos)
     self.updates_done += 1
     return losses
 
@@ -209,9 +263,31 @@ def set_std(actor, std: tuple[float, ...]) -> None:
   param.data.copy_(values if hasattr(dist, "std_param") else values.log())
 
 
-def save_start(runner, path: Path, demos: Path) -> None:
+def save_start(runner, path: Path, demos: Path, teacher: dict | None = None) -> None:
   """An rsl_rl checkpoint at iteration 0: the cloned actor, the fresh
   critic, an unused optimizer (what ``--agent.resume`` loads), and in its
-  infos the demonstrations (``CriticWarmupPpo`` keeps cloning them)."""
+  infos the demonstrations (``CriticWarmupPpo`` keeps cloning them) and the
+  teacher's ``teacher_infos``, if any (``CriticWarmupPpo`` then imitates it
+  on the rollouts instead)."""
+  infos = {"demos": str(Path(demos).resolve()), **(teacher or {})}
   runner.current_learning_iteration = 0
-  runner.save(str(path), infos={"demos": str(Path(demos).resolve())})
+  runner.save(str(path), infos=infos)
+
+
+def teacher_infos(env, task: str, teacher: Path) -> dict:
+  """What a start checkpoint records of its teacher (``save_start``): its
+  path and the columns of the actor observation it reads.
+
+  Raises:
+    ValueError: not a state behaviour-cloning policy of ``task``, or it reads
+      terms the environment's actor observation lacks.
+  """
+  from mjlab_tasks.policies.bc_policy import bc_checkpoint, bc_columns
+
+  ckpt = bc_checkpoint(teacher)
+  if ckpt is None or ckpt.get("image_keys"):
+    raise ValueError(f"{teacher} is not a state behaviour-cloning policy (policy.pt)")
+  if ckpt["task"] != task:
+    raise ValueError(f"{teacher} is a policy for {ckpt['task']}, not {task}")
+  columns = bc_columns(env, teacher, ckpt).tolist()
+  return {"teacher": str(teacher.resolve()), "teacher_columns": columns}
