@@ -9,6 +9,8 @@ iteration).
 
   python scripts/plot_training.py --run logs/rsl_rl/cube_tray_ur5_rg2/RUN --output curves.png
   python scripts/plot_training.py --run RUN_A RUN_B --label base gamma95 --output cmp.png
+  python scripts/plot_training.py --run RUN --from-json docs/images/cube_tray_ppo.json \
+    --output cmp.png
 
 writes ``cmp.png`` (against environment steps), ``cmp_time.png`` (against
 wall-clock minutes) and ``cmp.json`` (every point and the summary), refusing
@@ -70,13 +72,19 @@ PERF_TAGS = ("Perf/total_fps", "Perf/collection_time", "Perf/learning_time")
 
 @dataclass
 class Args:
-  run: tuple[Path, ...]
-  """Run folders to plot (mjlab/rsl_rl: events.out.tfevents.* and params/)."""
   output: Path
   """PNG against environment steps; X_time.png (against wall-clock minutes)
   and X.json (the numbers) go beside it. Refused if any of the three exists."""
+  run: tuple[Path, ...] = ()
+  """Run folders to plot (mjlab/rsl_rl: events.out.tfevents.* and params/)."""
+  from_json: tuple[Path, ...] = ()
+  """JSON files this tool wrote (X.json): their runs, as recorded there, are
+  drawn after the --run folders with their recorded labels. For a run whose
+  folder is gone: docs/images/cube_tray_ppo.json holds the shipped
+  cube-in-tray run."""
   label: tuple[str, ...] | None = None
-  """One legend label per run, in order (default: each run folder's name)."""
+  """One legend label per --run folder, in order (default: each folder's
+  name)."""
   tags: tuple[str, ...] | None = None
   """Scalar tags to plot, in order (tags missing from a run are skipped).
   Default: Episode_Metrics/success, Train/mean_reward, the cube-in-tray
@@ -120,6 +128,11 @@ def output_paths(output: Path) -> tuple[Path, Path, Path]:
 
 def check_args(args: Args) -> list[str]:
   """Refuse bad flags in one line; the runs' labels."""
+  if not args.run and not args.from_json:
+    fail("give at least one --run folder or --from-json file.")
+  for path in args.from_json:
+    if not path.is_file():
+      fail(f"--from-json {path}: no such file.")
   for run in args.run:
     if not run.is_dir():
       fail(f"--run {run}: not a folder.")
@@ -251,6 +264,31 @@ def read_run(path: Path, label: str, tags: tuple[str, ...] | None) -> Run:
         for it, (seconds, value) in sorted(points[tag].items())
       ]
   return run
+
+
+def read_json_runs(path: Path, tags: tuple[str, ...] | None) -> list[Run]:
+  """The runs a JSON of this tool records (``write_json``), as recorded."""
+  try:
+    recorded = json.loads(path.read_text())["runs"]
+    runs = []
+    for entry in recorded:
+      summary = entry["summary"]
+      run = Run(
+        Path(entry["run"]),
+        entry["label"],
+        summary["num_envs"],
+        summary["num_steps_per_env"],
+        summary["processes"],
+      )
+      run.last_iteration = summary["iterations"] - 1
+      run.minutes = summary["minutes"]
+      for tag, points in entry["curves"].items():
+        if tags is None or tag in tags:
+          run.curves[tag] = [(int(i), int(n), m, v) for i, n, m, v in points]
+      runs.append(run)
+  except (ValueError, KeyError, TypeError) as err:
+    fail(f"--from-json {path}: not a JSON this tool wrote ({err!r}).")
+  return runs
 
 
 def choose_tags(present: tuple[str, ...]) -> list[str]:
@@ -444,6 +482,7 @@ def _significant(value: float) -> float:
 def main(args: Args) -> int:
   labels = check_args(args)
   runs = [read_run(p, lab, args.tags) for p, lab in zip(args.run, labels, strict=True)]
+  runs += [run for path in args.from_json for run in read_json_runs(path, args.tags)]
   tags = plot_order(runs)
   if not tags:
     fail(f"none of the tags {list(args.tags or DEFAULT_TAGS)} is in the runs.")

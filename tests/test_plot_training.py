@@ -299,3 +299,38 @@ def test_run_without_params_is_refused(tool, tmp_path, capsys):
   with pytest.raises(SystemExit):
     tool.check_args(cli_args.parse(tool.Args, argv))
   assert "no params/agent.yaml" in capsys.readouterr().err
+
+
+def test_a_recorded_json_is_drawn_as_recorded(tool, tmp_path, capsys):
+  """--from-json: the runs of a JSON this tool wrote come back beside the
+  run folders with their labels, points and summaries as recorded (a run
+  whose folder is gone, as the shipped cube-in-tray run's)."""
+  import cli_args
+
+  def main(*argv):
+    assert tool.main(cli_args.parse(tool.Args, list(argv))) == 0
+
+  old = make_run(tmp_path / "exp" / "run_a", {"Train/mean_reward": [1.0, 3.0, 2.0]})
+  first = tmp_path / "first.png"
+  main("--run", str(old), "--label", "old", "--output", str(first))
+  new = make_run(tmp_path / "exp" / "run_b", {"Train/mean_reward": [5.0]}, num_envs=4)
+  out = tmp_path / "cmp.png"
+  main(
+    "--run",
+    str(new),
+    "--from-json",
+    str(first.with_suffix(".json")),
+    "--output",
+    str(out),
+  )
+  recorded = json.loads(first.with_suffix(".json").read_text())["runs"]
+  runs = json.loads(out.with_suffix(".json").read_text())["runs"]
+  assert [r["label"] for r in runs] == ["run_b", "old"]
+  assert runs[1] == recorded[0]
+  assert runs[0]["curves"]["Train/mean_reward"] == [[0, 96, 0.5, 5.0]]
+  bad = tmp_path / "bad.json"
+  bad.write_text("{}")
+  capsys.readouterr()
+  with pytest.raises(SystemExit):
+    main("--from-json", str(bad), "--output", str(tmp_path / "x.png"))
+  assert "not a JSON this tool wrote" in capsys.readouterr().err
