@@ -16,6 +16,11 @@ its first updates:
     --agent.resume True --agent.load-run bc_start --agent.load-checkpoint model_0.pt \\
     --agent.algorithm.class-name mjlab_tasks.policies.demo_start:CriticWarmupPpo
 
+With ``--teacher policies/cube_tray_bc/policy.pt`` the start also names a
+behaviour-cloning policy: CriticWarmupPpo then imitates its actions on the
+PPO actor's own rollout states (kickstarting) instead of the
+demonstrations' actions.
+
 See docs/demonstrations.md (RL from demonstrations).
 """
 
