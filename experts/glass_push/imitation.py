@@ -134,10 +134,8 @@ def push_frame(points, heading: float) -> np.ndarray:
 
 
 def world_frame(points, heading: float) -> np.ndarray:
-  """``push_frame``'s inverse."""
-  c, s = math.cos(heading), math.sin(heading)
-  p = np.asarray(points, dtype=float)
-  return np.stack([c * p[:, 0] - s * p[:, 1], s * p[:, 0] + c * p[:, 1], p[:, 2]], -1)
+  """``push_frame``'s inverse: the rotation back by the heading."""
+  return push_frame(points, -heading)
 
 
 class ChunkNet(nn.Module):

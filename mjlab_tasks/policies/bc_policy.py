@@ -151,11 +151,9 @@ class BcPolicy:
       raise ValueError(
         f"{path} is a behaviour-cloning policy for {ckpt['task']}, not {task_id}"
       )
-    manager = env.observation_manager
     self._image_keys = list(ckpt.get("image_keys") or [])
     self._image_size = tuple(ckpt.get("image_size") or ())
     _check_image_terms(env, path, ckpt)
-    terms = list(manager.active_terms["actor"])
     self._columns = bc_columns(env, path, ckpt).to(device)
     act_dim = int(env.action_manager.total_action_dim)
     if act_dim != ckpt["action_dim"]:
@@ -163,7 +161,7 @@ class BcPolicy:
         f"{path} issues {ckpt['action_dim']} actions; the task takes {act_dim}"
       )
     self._env = env
-    self._terms = terms
+    self._terms = list(env.observation_manager.active_terms["actor"])
     self._model = BcMlp.from_checkpoint(ckpt).to(device)
     self._ensemble = ChunkEnsemble(env.num_envs, self._model.chunk, act_dim, device)
     self.clip = 1.0  # Demonstrations are in [-1, 1].

@@ -89,12 +89,9 @@ class CriticWarmupPpo(PPO):
     that labels every rollout state with the action it would take there,
     reading the actor observation's ``columns``."""
     from mjlab_tasks.policies.bc_networks import BcMlp
-    from mjlab_tasks.policies.bc_policy import ChunkEnsemble, bc_checkpoint
+    from mjlab_tasks.policies.bc_policy import ChunkEnsemble
 
-    ckpt = bc_checkpoint(path)
-    if ckpt is None or ckpt.get("image_keys"):
-      raise ValueError(f"{path} is not a state behaviour-cloning policy")
-    model = BcMlp.from_checkpoint(ckpt).to(self.device).eval()
+    model = BcMlp.from_checkpoint(state_policy(path)).to(self.device).eval()
     self.teacher = (model, torch.tensor(columns, device=self.device))
     n, dim = self.storage.num_envs, self.storage.actions.shape[-1]
     self.ensemble = ChunkEnsemble(n, model.chunk, dim, self.device)
@@ -274,6 +271,17 @@ def save_start(runner, path: Path, demos: Path, teacher: dict | None = None) -> 
   runner.save(str(path), infos=infos)
 
 
+def state_policy(path: Path) -> dict:
+  """The state behaviour-cloning checkpoint in ``path`` (a teacher);
+  ValueError for anything else (an image policy, another file)."""
+  from mjlab_tasks.policies.bc_policy import bc_checkpoint
+
+  ckpt = bc_checkpoint(path)
+  if ckpt is None or ckpt.get("image_keys"):
+    raise ValueError(f"{path} is not a state behaviour-cloning policy (policy.pt)")
+  return ckpt
+
+
 def teacher_infos(env, task: str, teacher: Path) -> dict:
   """What a start checkpoint records of its teacher (``save_start``): its
   path and the columns of the actor observation it reads.
@@ -282,11 +290,9 @@ def teacher_infos(env, task: str, teacher: Path) -> dict:
     ValueError: not a state behaviour-cloning policy of ``task``, or it reads
       terms the environment's actor observation lacks.
   """
-  from mjlab_tasks.policies.bc_policy import bc_checkpoint, bc_columns
+  from mjlab_tasks.policies.bc_policy import bc_columns
 
-  ckpt = bc_checkpoint(teacher)
-  if ckpt is None or ckpt.get("image_keys"):
-    raise ValueError(f"{teacher} is not a state behaviour-cloning policy (policy.pt)")
+  ckpt = state_policy(teacher)
   if ckpt["task"] != task:
     raise ValueError(f"{teacher} is a policy for {ckpt['task']}, not {task}")
   columns = bc_columns(env, teacher, ckpt).tolist()
