@@ -11,8 +11,14 @@ torch): it registers the Gymnasium ids only.
   is built.
 """
 
-from mjlab_tasks import bin_pick, cube_tray, glass_push
-from mjlab_tasks.common.gym_env import register_gymnasium_envs
+from mjlab_tasks.common.gl import importable_backend
+
+# Before anything imports mujoco (mjlab would choose EGL, which a machine
+# without libEGL cannot import).
+importable_backend()
+
+from mjlab_tasks import bin_pick, cube_tray, glass_push  # noqa: E402
+from mjlab_tasks.common.gym_env import register_gymnasium_envs  # noqa: E402
 
 TASK_IDS = (cube_tray.TASK_ID, bin_pick.TASK_ID, glass_push.TASK_ID)
 

@@ -36,18 +36,12 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def _load_triton_before_osmesa() -> None:
-  """With ``MUJOCO_GL=osmesa`` in the environment, importing mujoco loads
-  OSMesa: triton first (``mjlab_tasks.common.gl.load_triton_before_gl``)."""
-  if os.environ.get("MUJOCO_GL") == "osmesa" and "mujoco" not in sys.modules:
-    try:
-      from mjlab_tasks.common.gl import load_triton_before_gl
-    except ImportError:  # lerobot's environment: no suite, no OpenGL use
-      return
-    load_triton_before_gl()
-
-
-_load_triton_before_osmesa()
+try:
+  # Its import chooses a MUJOCO_GL that mujoco can import (and loads triton
+  # before OSMesa): mjlab_tasks.common.gl.importable_backend.
+  import mjlab_tasks  # noqa: F401
+except ImportError:  # lerobot's environment: no suite, no OpenGL use
+  pass
 # A dependency's import-time deprecation notice, printed on every run: noise
 # in front of the tools' own output and one-line errors.
 warnings.filterwarnings(
@@ -234,7 +228,7 @@ def prepare_offscreen_gl(flag: str) -> None:
   mujoco binds its backend on import, and mjlab (imported first) defaults it
   to EGL, which needs a GPU; without one the videos need OSMesa. Sets
   ``MUJOCO_GL`` unless the user did: egl with CUDA, else osmesa (checked to
-  be installed, and triton loaded first, see ``_load_triton_before_osmesa``).
+  be installed, and triton loaded first, see ``load_triton_before_gl``).
   A no-op once mujoco is imported (too late to choose).
   """
   if "mujoco" in sys.modules:
@@ -243,15 +237,20 @@ def prepare_offscreen_gl(flag: str) -> None:
     import torch
 
     os.environ["MUJOCO_GL"] = "egl" if torch.cuda.is_available() else "osmesa"
-  if os.environ["MUJOCO_GL"] == "osmesa":
+  from mjlab_tasks.common.gl import GL_OFF, load_triton_before_gl
+
+  backend = os.environ["MUJOCO_GL"]
+  if backend in GL_OFF or backend == "osmesa":
     import ctypes.util
 
-    if ctypes.util.find_library("OSMesa") is None:
+    # Off: the user's choice, or importable_backend's on a machine without
+    # libEGL and libOSMesa.
+    if backend in GL_OFF or ctypes.util.find_library("OSMesa") is None:
       fail(
         f"{flag} needs offscreen OpenGL: install OSMesa (apt-get install "
         "libosmesa6), or set MUJOCO_GL=egl on a machine with a GPU."
       )
-    _load_triton_before_osmesa()
+    load_triton_before_gl()
 
 
 @contextlib.contextmanager

@@ -169,8 +169,9 @@ def test_numeric_calls_work_without_opengl_and_pictures_say_what_to_install(
 @pytest.mark.slow  # the same path as the default backend's test, with EGL chosen
 def test_a_chosen_backend_is_used_for_pictures_only(tmp_path):
   """The user chose MUJOCO_GL=egl on a machine without libEGL: the numeric
-  calls still work (the worker loads no GL until a picture), the picture's
-  error names libegl1, and the user's process keeps MUJOCO_GL=egl."""
+  calls still work (the worker loads no GL until a picture) and the
+  picture's error names libegl1 (the process's MUJOCO_GL is ``disable``
+  from the import on: ``importable_backend``)."""
   out = _user_run(tmp_path, "mujoco", env={"MUJOCO_GL": "egl"})
   _check_numeric_calls_and_no_picture(out, "apt-get install libegl1")
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 import ctypes.util
 import importlib
 import os
+import sys
+import warnings
 
 # The Debian package that provides each headless OpenGL backend.
 GL_PACKAGES = {"osmesa": "libosmesa6", "egl": "libegl1"}
@@ -21,6 +23,8 @@ GL_LIBRARIES = {"osmesa": "OSMesa", "egl": "EGL"}
 GL_MODULES = {"osmesa": "mujoco.osmesa", "egl": "mujoco.egl"}
 GL_OFF = ("disable", "disabled", "off", "false", "0")  # MuJoCo's "no GL" values
 _failures: dict[str, OffscreenGLError] = {}  # backend: its failed load
+# (the user's MUJOCO_GL, "" if unset; importable_backend's replacement)
+_replaced: tuple[str, str] | None = None
 
 
 class OffscreenGLError(RuntimeError):
@@ -54,9 +58,48 @@ def _osmesa_loaded() -> bool:
     return False
 
 
+def importable_backend() -> None:
+  """Before mujoco is first imported: a backend ``import mujoco`` can load.
+
+  mujoco binds ``MUJOCO_GL`` when imported and loads that backend's library
+  then; mjlab sets it to EGL unless it is set. On a machine without libEGL
+  (a CPU machine without libegl1) importing mjlab's tasks therefore failed
+  with "'NoneType' object has no attribute 'eglQueryString'", though
+  simulation needs no OpenGL; and with ``MUJOCO_GL=osmesa`` the process died
+  when torch later imported triton (see ``load_triton_before_gl``). So:
+  when ``MUJOCO_GL`` is unset or ``egl`` and libEGL does not load, OSMesa
+  if it loads, else ``disable``; a user's ``egl`` replaced is said in a
+  warning; and triton is imported before OSMesa loads. Other values, and a
+  process that has imported mujoco, are left alone. The pictures' backend
+  (``default_backend``) is OSMesa where it replaced a user's EGL, else the
+  user's choice or the policy's as before: a picture then says what to
+  install.
+  """
+  global _replaced
+  if "mujoco" in sys.modules or not sys.platform.startswith("linux"):
+    return
+  chosen = os.environ.get("MUJOCO_GL", "").strip().lower()
+  if chosen == "osmesa":
+    load_triton_before_gl()
+  if chosen not in ("", "egl") or library_loads(GL_LIBRARIES["egl"]):
+    return
+  load_triton_before_gl()  # before library_loads loads libOSMesa
+  backend = "osmesa" if library_loads(GL_LIBRARIES["osmesa"]) else "disable"
+  os.environ["MUJOCO_GL"] = backend
+  _replaced = (chosen, backend)
+  if chosen:
+    warnings.warn(
+      f"MUJOCO_GL=egl but libEGL does not load; using MUJOCO_GL={backend}",
+      stacklevel=2,
+    )
+
+
 def default_backend(engine: str | None = None) -> str:
   """The backend the policy above chooses (nothing is set or loaded)."""
   chosen = os.environ.get("MUJOCO_GL", "").strip().lower()
+  if _replaced is not None and chosen == _replaced[1]:
+    if not _replaced[0] or chosen in GL_OFF:
+      chosen = _replaced[0]  # for importing only: not a choice for pictures
   if chosen:
     return chosen
   if engine is not None:
