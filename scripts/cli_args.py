@@ -36,12 +36,17 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-try:
-  # Its import chooses a MUJOCO_GL that mujoco can import (and loads triton
-  # before OSMesa): mjlab_tasks.common.gl.importable_backend.
-  import mjlab_tasks  # noqa: F401
-except ImportError:  # lerobot's environment: no suite, no OpenGL use
-  pass
+def _importable_gl() -> None:
+  """A ``MUJOCO_GL`` that mujoco, imported later, can load (and triton
+  before OSMesa): ``mjlab_tasks.common.gl.importable_backend``."""
+  try:
+    from mjlab_tasks.common.gl import importable_backend
+  except ImportError:  # lerobot's environment: no suite, no OpenGL use
+    return
+  importable_backend()
+
+
+_importable_gl()
 # A dependency's import-time deprecation notice, printed on every run: noise
 # in front of the tools' own output and one-line errors.
 warnings.filterwarnings(
