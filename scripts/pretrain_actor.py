@@ -62,6 +62,10 @@ class Args:
   e.g. policies/cube_tray_bc/policy.pt). CriticWarmupPpo then labels every
   rollout's own states with its actions and imitates them after each PPO
   update (kickstarting), in place of the demonstrations' actions."""
+  imitation_floor: float = 0.0
+  """The least imitation learning rate after each PPO update, as a fraction
+  of its start (3e-4): it decays by 0.995 per update down to this (0: no
+  floor; 0.05: 1.5e-5, reached after about 600 updates)."""
 
 
 def check_args(args: Args) -> Args:
@@ -69,6 +73,8 @@ def check_args(args: Args) -> Args:
   check_new_folder(args.output)
   check_at_least(1, epochs=args.epochs, batch_size=args.batch_size)
   check_at_least(0, seed=args.seed)
+  if not 0.0 <= args.imitation_floor <= 1.0:
+    fail(f"--imitation-floor takes a fraction in [0, 1], got {args.imitation_floor}.")
   if args.teacher is not None:
     check_file(args.teacher, "--teacher")
   for name, values in (("lr", (args.lr,)), ("init_std", args.init_std)):
@@ -94,12 +100,12 @@ def load(args: Args) -> tuple[str, dict]:
     fail(f"{args.demos}: lacks actor observation term {err} of its task.")
 
 
-def write(args: Args, runner, history: dict, summary: dict, teacher: dict) -> None:
+def write(args: Args, runner, history: dict, summary: dict, imitation: dict) -> None:
   from mjlab_tasks.policies.bc_training import plot
   from mjlab_tasks.policies.demo_start import save_start
 
   args.output.mkdir(parents=True)
-  save_start(runner, args.output / "model_0.pt", args.demos, teacher)
+  save_start(runner, args.output / "model_0.pt", args.demos, imitation)
   plot(history, args.output / "loss.png")
   (args.output / "summary.json").write_text(json.dumps(summary, indent=2))
 
@@ -149,7 +155,8 @@ def main(args: Args) -> int:
     "source": source_snapshot(),
   }
   summary["teacher"] = teacher.get("teacher")
-  write(args, runner, history, summary, teacher)
+  imitation = {**teacher, "imitation_floor": args.imitation_floor}
+  write(args, runner, history, summary, imitation)
   print(
     f"{task}: actor cloned on {data['train_demos']} demos in "
     f"{summary['train_seconds']} s, action MSE valid {summary['final_valid_mse']}; "

@@ -198,6 +198,7 @@ def test_refusals(demos, tmp_path, capsys):
     ),
     (["--epochs", "0"], "--epochs must be at least 1"),
     (["--teacher", str(demos)], "is not a state behaviour-cloning policy"),
+    (["--imitation-floor", "2"], "--imitation-floor takes a fraction in [0, 1]"),
   ):
     capsys.readouterr()
     with pytest.raises(SystemExit):
@@ -228,6 +229,39 @@ def test_cloning_steps_pull_the_actor_toward_the_demonstrations(demos, runner):
   for _ in range(5):
     ppo.clone_steps(*ppo.demos)
   assert demo_start.action_mse(ppo.actor, obs, actions) < 0.5 * before
+
+
+@pytest.mark.parametrize("floor", [0.0, 0.05])
+def test_the_imitation_rate_decays_to_the_start_checkpoints_floor(
+  demos, runner, tmp_path, floor
+):
+  """A start saved with ``imitation_floor`` (pretrain_actor.py
+  --imitation-floor) is loaded with it; the cloning steps' learning rate is
+  BC_LR x max(BC_DECAY ** k, floor), k updates after the warm-up."""
+  import dataclasses
+
+  from mjlab.rl import MjlabOnPolicyRunner
+  from mjlab.tasks.registry import load_rl_cfg
+
+  def warmup_runner():
+    agent = dataclasses.asdict(load_rl_cfg(TASK))  # the runner consumes it
+    agent["algorithm"]["class_name"] = WARMUP
+    return MjlabOnPolicyRunner(runner.env, agent, log_dir=None, device="cpu")
+
+  start = warmup_runner()
+  demo_start.save_start(
+    start, tmp_path / "model_0.pt", demos, {"imitation_floor": floor}
+  )
+  resumed = warmup_runner()
+  resumed.load(str(tmp_path / "model_0.pt"))
+  ppo = resumed.alg
+  assert ppo.imitation_floor == floor
+  for k in (0, 100, 1000):
+    ppo.updates_done = demo_start.WARMUP_UPDATES + k
+    ppo.clone_steps(*ppo.demos)
+    lr = ppo.bc_optimizer.param_groups[0]["lr"]
+    expected = 3e-4 * max(0.995**k, floor)
+    assert lr == pytest.approx(expected, rel=1e-9), (k, lr)
 
 
 def ensembled_by_hand(chunks: np.ndarray, restart: int) -> np.ndarray:

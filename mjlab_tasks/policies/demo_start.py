@@ -38,7 +38,9 @@ steps on the start checkpoint's demonstrations as PPO took (epochs x
 mini-batches), with Adam at ``BC_LR`` x ``BC_DECAY`` ** (updates since the
 warm-up) on batches of ``BC_BATCH``: the actor is held near the expert on
 the expert's states while PPO improves it on its own (as DAPG's decaying
-imitation term)."""
+imitation term). The decay stops at the start checkpoint's
+``imitation_floor`` x ``BC_LR`` (``pretrain_actor.py --imitation-floor``;
+0 without one)."""
 
 
 class CriticWarmupPpo(PPO):
@@ -55,6 +57,7 @@ class CriticWarmupPpo(PPO):
     self.demos = None  # (observations, actions) from the start checkpoint
     self.teacher = None  # (BcMlp, the actor observation's columns it reads)
     self.configured_lr = self.learning_rate
+    self.imitation_floor = 0.0
     if self.actor.obs_normalization:
       self.actor.obs_normalizer.until = 0  # EmpiricalNormalization: no updates
 
@@ -66,6 +69,7 @@ class CriticWarmupPpo(PPO):
     for group in self.optimizer.param_groups:
       group["lr"] = self.configured_lr
     infos = loaded_dict.get("infos") or {}
+    self.imitation_floor = float(infos.get("imitation_floor", 0.0))
     if infos.get("teacher") is not None:
       self.load_teacher(Path(infos["teacher"]), infos["teacher_columns"])
     elif infos.get("demos") is not None:
@@ -124,7 +128,7 @@ class CriticWarmupPpo(PPO):
     """Behaviour-cloning steps after a PPO update; the mean loss."""
     k = self.updates_done - WARMUP_UPDATES
     for group in self.bc_optimizer.param_groups:
-      group["lr"] = BC_LR * BC_DECAY**k
+      group["lr"] = BC_LR * max(BC_DECAY**k, self.imitation_floor)
     actor, total = self._raw_actor, 0.0
     steps = self.num_learning_epochs * self.num_mini_batches
     for _ in range(steps):
@@ -260,13 +264,13 @@ def set_std(actor, std: tuple[float, ...]) -> None:
   param.data.copy_(values if hasattr(dist, "std_param") else values.log())
 
 
-def save_start(runner, path: Path, demos: Path, teacher: dict | None = None) -> None:
+def save_start(runner, path: Path, demos: Path, imitation: dict | None = None) -> None:
   """An rsl_rl checkpoint at iteration 0: the cloned actor, the fresh
   critic, an unused optimizer (what ``--agent.resume`` loads), and in its
-  infos the demonstrations (``CriticWarmupPpo`` keeps cloning them) and the
+  infos the demonstrations (``CriticWarmupPpo`` keeps cloning them), the
   teacher's ``teacher_infos``, if any (``CriticWarmupPpo`` then imitates it
-  on the rollouts instead)."""
-  infos = {"demos": str(Path(demos).resolve()), **(teacher or {})}
+  on the rollouts instead), and ``imitation_floor``, if given."""
+  infos = {"demos": str(Path(demos).resolve()), **(imitation or {})}
   runner.current_learning_iteration = 0
   runner.save(str(path), infos=infos)
 
