@@ -38,9 +38,9 @@ print(json.dumps(out))
 def _run(tmp_path, hidden: tuple[str, ...], args: list[str], env=None):
   """``python ARGS`` in a fresh process where the ``hidden`` libraries
   cannot be found or loaded."""
-  (tmp_path / "sitecustomize.py").write_text(
-    HIDE_GL.replace('("OSMesa", "EGL", "GL")', repr(hidden))
-  )
+  every = '("OSMesa", "EGL", "GL")'
+  assert every in HIDE_GL  # else the replacement below would hide nothing
+  (tmp_path / "sitecustomize.py").write_text(HIDE_GL.replace(every, repr(hidden)))
   environ = _without_gl_choice()
   environ["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(ROOT)])
   environ.update(env or {})
