@@ -77,6 +77,11 @@ class Args:
   image_size: tuple[int, int] = (90, 160)
   """Height and width camera images are downsampled to (area averaging)
   before the CNN; 90 160 is the wrist D415's 180 x 320 halved."""
+  image_crop: tuple[int, int, int, int] | None = None
+  """TOP LEFT HEIGHT WIDTH: cut every camera image to this box (pixels of
+  the recorded image) before downsampling, e.g. 120 80 96 160 for the table
+  in front of cube-in-tray's scene camera at full resolution (the cube is
+  about 10 pixels there). Default: the whole image."""
   image_shift: int = 4
   """Random-shift augmentation of camera images in training: each training
   image moves by up to this many pixels (after downsampling) either way,
@@ -98,6 +103,18 @@ class Args:
   """Seed of the network's initialization and the batch order."""
   device: str = "cpu"
   """Where to train: cpu, or cuda[:N] when there is one."""
+  perceive: tuple[str, ...] | None = None
+  """State terms the policy estimates from its camera images instead of
+  reading them (e.g. tcp_to_cube cube_to_goal cube_yaw_to_tool): a state
+  policy is trained on these and the --obs-keys state terms, then a
+  perception network (CNN with spatial softmax, on the --obs-keys images
+  and state terms) on the recorded values of these; acting, the policy
+  reads only the --obs-keys terms. Needs a camera image in --obs-keys."""
+  perception_epochs: int = 5
+  """With --perceive: passes of the perception network over the training
+  images (the state policy takes the recipe's --epochs)."""
+  perception_batch_size: int = 128
+  """With --perceive: images per gradient step of the perception network."""
   threads: int = 1
   """Torch threads of an image policy's training (a state MLP always uses
   one): 2 on an otherwise idle 2-core machine trains the CNN faster; on a
@@ -117,6 +134,26 @@ def check_args(args: Args) -> Args:
   check_at_least(1, epochs=args.epochs, batch_size=args.batch_size, chunk=args.chunk)
   check_at_least(0, seed=args.seed, image_shift=args.image_shift)
   check_at_least(1, threads=args.threads)
+  check_at_least(
+    1,
+    perception_epochs=args.perception_epochs,
+    perception_batch_size=args.perception_batch_size,
+  )
+  if args.image_crop is not None and (
+    min(args.image_crop[:2]) < 0 or min(args.image_crop[2:]) < 16
+  ):
+    fail(
+      "--image-crop takes TOP LEFT (at least 0) HEIGHT WIDTH (at least 16), "
+      f"got {args.image_crop}."
+    )
+  if args.perceive is not None:
+    both = sorted(set(args.perceive) & set(args.obs_keys or ()))
+    if args.obs_keys is None or both:
+      fail(
+        "--perceive names terms the policy estimates, so --obs-keys must be "
+        "given and must not name them"
+        + (f" (both name {', '.join(both)})." if both else ".")
+      )
   if not args.lr > 0 or args.lr != args.lr or args.lr == float("inf"):
     fail(f"--lr must be a positive number, got {args.lr}.")
   if not args.hidden or min(args.hidden) < 1:
@@ -160,6 +197,14 @@ def with_preset(args: Args) -> Args:
   return resolved
 
 
+def format_errors(errors: dict) -> str:
+  """The perception's validation errors, in mm and degrees."""
+  return ", ".join(
+    f"{k[:-4]} {v * 1000:.1f} mm" if k.endswith("_rms") else f"{k[:-4]} {v:.1f} deg"
+    for k, v in errors.items()
+  )
+
+
 def main(args: Args) -> int:
   args = check_args(args)
   from mjlab_tasks.policies.bc_training import (
@@ -184,7 +229,13 @@ def main(args: Args) -> int:
   _, terms, sizes, action_dim, _, train_set, valid_set, shapes = data
   start = time.perf_counter()
   yaw_at = quarter_yaw_at(args, terms, sizes)
-  if shapes:
+  perceived = None
+  if args.perceive:
+    from mjlab_tasks.policies.bc_perception import train_perception
+
+    model, history = train(args, train_set, valid_set, sizes, action_dim, yaw_at)
+    perceived = train_perception(args, data)
+  elif shapes:
     model, history = train_images(
       args, train_set, valid_set, sizes, action_dim, yaw_at, shapes
     )
@@ -192,7 +243,13 @@ def main(args: Args) -> int:
     model, history = train(args, train_set, valid_set, sizes, action_dim, yaw_at)
   seconds = time.perf_counter() - start
   summary = run_summary(args, data, yaw_at, history, seconds)
-  write_run(args.output, policy_checkpoint(args, data, yaw_at, model), history, summary)
+  checkpoint = policy_checkpoint(args, data, yaw_at, model)
+  if perceived is not None:
+    _, perception_history, errors, fields = perceived
+    checkpoint.update(fields)
+    summary["perception"] = {"history": perception_history, "valid_errors": errors}
+    print(f"perception, validation errors: {format_errors(errors)}")
+  write_run(args.output, checkpoint, history, summary)
   valid = summary["final_valid_mse"]
   print(
     f"{train_set[2]} train demos ({len(train_set[0])} steps), {valid_set[2]} valid; "

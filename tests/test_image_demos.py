@@ -189,6 +189,52 @@ def test_image_behaviour_cloning_is_scored(files, tmp_path, capsys):
   assert "trained on camera image wrist_rgb (90x160x3)" in one_line_error(capsys)
 
 
+def test_perceiving_policy_is_scored(files, tmp_path, capsys):
+  """--perceive: the checkpoint reads the given terms only, crops the
+  picture, and the evaluation tool scores it with the camera."""
+  run = tmp_path / "run"
+  argv = [str(files["camera"]), "--output", str(run), "--epochs", "2"]
+  argv += ["--obs-keys", "wrist_rgb", "joint_pos", "tcp_pose", "gripper_opening"]
+  argv += ["--perceive", "tcp_to_cube", "cube_yaw_to_tool", "--hidden", "32"]
+  argv += ["--image-crop", "40", "80", "96", "160", "--image-size", "48", "80"]
+  argv += ["--perception-epochs", "2", "--perception-batch-size", "4"]
+  assert train_bc.main(cli_args.parse(train_bc.Args, argv)) == 0
+  assert "perception, validation errors: tcp_to_cube" in capsys.readouterr().out
+  ckpt = bc_checkpoint(run / "policy.pt")
+  assert ckpt["obs_keys"] == ["joint_pos", "tcp_pose", "gripper_opening"]
+  assert ckpt["perceive"] == ["tcp_to_cube", "cube_yaw_to_tool"]
+  assert ckpt["actor_keys"] == [
+    "joint_pos", "tcp_pose", "gripper_opening", "tcp_to_cube", "cube_yaw_to_tool"
+  ]  # fmt: skip
+  assert ckpt["image_crop"] == [40, 80, 96, 160] and bc_cameras(run / "policy.pt")
+  summary = json.loads((run / "summary.json").read_text())
+  assert len(summary["perception"]["history"]["train"]) == 2
+
+  report = tmp_path / "report"
+  argv = ["--policy", str(run / "policy.pt"), "--num-envs", "1", "--episodes", "1"]
+  argv += ["--max-steps", "3", "--output", str(report), *CPU]
+  assert evaluate_cube_tray.main(cli_args.parse(evaluate_cube_tray.Args, argv)) == 0
+  assert json.loads((report / "report.json").read_text())["summary"]["episodes"] == 1
+
+  # Refused in one line: no image to perceive from; a term both given and
+  # estimated; --perceive without --obs-keys.
+  base = [str(files["camera"]), "--output", str(tmp_path / "x"), "--epochs", "1"]
+  for extra, message in (
+    (["--obs-keys", "joint_pos", "--perceive", "tcp_to_cube"], "needs a camera"),
+    (["--obs-keys", "wrist_rgb", "tcp_to_cube", "--perceive", "tcp_to_cube"],
+     "(both name tcp_to_cube)"),
+    (["--perceive", "tcp_to_cube"], "--obs-keys must be given"),
+    (["--obs-keys", "wrist_rgb", "--perceive", "cube_speed"], "--perceive cube_speed"),
+    (["--obs-keys", "wrist_rgb", "--perceive", "tcp_to_cube", "--image-crop", "100",
+      "0", "96", "160"], "not inside wrist_rgb's 180 x 320 pixels"),
+  ):  # fmt: skip
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+      train_bc.main(cli_args.parse(train_bc.Args, [*base, *extra]))
+    assert message in one_line_error(capsys)
+  assert not (tmp_path / "x").exists()
+
+
 def test_refusals(files, tmp_path, capsys):
   assert cli_args.CAMERA_NAMES == CAMERA_NAMES
   for cameras in ("wrist,top", ","):

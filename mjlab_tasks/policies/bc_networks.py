@@ -71,7 +71,13 @@ class BcMlp(torch.nn.Module):
     return out.view(-1, self.chunk, self.action_dim)
 
   @classmethod
-  def from_checkpoint(cls, ckpt: dict) -> BcMlp:
+  def from_checkpoint(cls, ckpt: dict) -> torch.nn.Module:
+    """The network of a ``train_bc.py`` checkpoint: this MLP, a
+    ``BcImageNet``, or a ``PerceivingBc`` (``--perceive``)."""
+    if ckpt.get("perceive"):
+      from mjlab_tasks.policies.bc_perception import PerceivingBc
+
+      return PerceivingBc.from_checkpoint(ckpt)
     if ckpt.get("image_keys"):
       model = BcImageNet.from_config(ckpt)
     else:
@@ -145,18 +151,25 @@ class ImageEncoder(torch.nn.Module):
     channels: Input channels (3 RGB, 1 depth).
     size: Input (h, w) after downsampling.
     scale: Divides the raw pixels first (255 for RGB).
+    strides: Of the three convolutions.
   """
 
   WIDTHS = (16, 32, 32)
 
-  def __init__(self, channels: int, size: tuple[int, int], scale: float = 1.0):
+  def __init__(
+    self,
+    channels: int,
+    size: tuple[int, int],
+    scale: float = 1.0,
+    strides: tuple[int, int, int] = (2, 2, 2),
+  ):
     super().__init__()
     self.register_buffer("mean", torch.zeros(()))
     self.register_buffer("std", torch.ones(()))
     self.scale = scale
     layers, width = [], channels
-    for out, kernel in zip(self.WIDTHS, (5, 3, 3), strict=True):
-      layers += [torch.nn.Conv2d(width, out, kernel, stride=2), torch.nn.ELU()]
+    for out, kernel, stride in zip(self.WIDTHS, (5, 3, 3), strides, strict=True):
+      layers += [torch.nn.Conv2d(width, out, kernel, stride=stride), torch.nn.ELU()]
       width = out
     self.conv = torch.nn.Sequential(*layers)
     with torch.no_grad():

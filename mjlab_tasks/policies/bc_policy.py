@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from mjlab_tasks.policies.bc_networks import BcMlp, downsample, image_camera
+from mjlab_tasks.policies.bc_perception import crop_images
 from mjlab_tasks.policies.trained import _clipped
 
 if TYPE_CHECKING:
@@ -153,6 +154,8 @@ class BcPolicy:
       )
     self._image_keys = list(ckpt.get("image_keys") or [])
     self._image_size = tuple(ckpt.get("image_size") or ())
+    crop = ckpt.get("image_crop")
+    self._image_crop = None if crop is None else tuple(crop)
     _check_image_terms(env, path, ckpt)
     self._columns = bc_columns(env, path, ckpt).to(device)
     act_dim = int(env.action_manager.total_action_dim)
@@ -179,12 +182,15 @@ class BcPolicy:
     return buf.float()[:, self._columns]
 
   def _images(self) -> dict[str, torch.Tensor]:
-    """The trained image terms of the camera group, downsampled."""
+    """The trained image terms of the camera group, cropped and downsampled."""
     group = self._env.obs_buf.get("camera")
     if group is None:  # Before the first reset or step.
       self._env.sim.sense()
       group = self._env.observation_manager.compute_group("camera")
-    return {k: downsample(group[k], self._image_size) for k in self._image_keys}
+    return {
+      k: downsample(crop_images(group[k], self._image_crop), self._image_size)
+      for k in self._image_keys
+    }
 
   def act(self) -> torch.Tensor:
     """Actions [num_envs, action_dim] for the current observations."""

@@ -117,21 +117,23 @@ def labels_key(demo) -> str:
   return "expert_actions" if "expert_actions" in demo else "actions"
 
 
-def read_images(demo, keys: list[str], size: tuple[int, int]) -> dict:
-  """The image terms of one demo downsampled to ``size``: [T, h, w, C] uint8
-  RGB (rounded) or float32 depth; frame by frame, so the full-size episode is
+def read_images(demo, keys: list[str], size: tuple[int, int], crop=None) -> dict:
+  """The image terms of one demo cut to ``crop`` (top, left, height, width;
+  None: whole) and downsampled to ``size``: [T, h, w, C] uint8 RGB (rounded)
+  or float32 depth; a block of frames at a time, so the full-size episode is
   never in memory at once."""
   import numpy as np
   import torch
 
   from mjlab_tasks.policies import downsample
+  from mjlab_tasks.policies.bc_perception import crop_images
 
   out = {}
   for key in keys:
     dataset = demo["obs"][key]
     frames = []
     for start in range(0, len(dataset), 64):
-      block = torch.from_numpy(dataset[start : start + 64])
+      block = crop_images(torch.from_numpy(dataset[start : start + 64]), crop)
       small = downsample(block, size).permute(0, 2, 3, 1)
       if dataset.dtype == np.uint8:
         small = small.round().to(torch.uint8)
@@ -147,6 +149,7 @@ def read_split(
   chunk: int,
   images: list[str] = (),
   size: tuple[int, int] = (90, 160),
+  crop: tuple[int, int, int, int] | None = None,
 ):
   """(observations [N, D], action chunks [N, chunk, A], demos) of mask/<mask>;
   with image terms, a 4th item: {term: [N, h, w, C]}."""
@@ -167,7 +170,7 @@ def read_split(
         )
       )
       if images:
-        pictures.append(read_images(demo, list(images), size))
+        pictures.append(read_images(demo, list(images), size, crop))
       # Noise-injected demos: imitate the expert, not the noise it corrected.
       a = demo[labels_key(demo)][()]
       # Chunk k of step t is action t + k, the last one repeated past the end.
@@ -234,7 +237,15 @@ def load_data(args):
         f"{flag} {term}: not a {' or '.join(map(str, allowed))}-value term of {keys}."
       )
   terms = keys
-  image = (images, args.image_size)
+  crop = getattr(args, "image_crop", None)
+  for key in images if crop is not None else ():
+    height, width = shapes[key][:2]
+    if crop[0] + crop[2] > height or crop[1] + crop[3] > width:
+      raise BcDataError(
+        f"--image-crop {' '.join(map(str, crop))}: not inside {key}'s "
+        f"{height} x {width} pixels."
+      )
+  image = (images, args.image_size, crop)
   train = read_split(args.demos, "train", terms, args.chunk, *image)
   valid = read_split(args.demos, "valid", terms, args.chunk, *image)
   shapes = {k: shapes[k] for k in images}
@@ -244,8 +255,15 @@ def load_data(args):
 def chosen_terms(
   args, terms: list[str], images: list[str] = ()
 ) -> tuple[list[str], list[str]]:
-  """--obs-keys (default: every term but the previous action) split into
-  state terms, in the environment's order, and the file's image terms."""
+  """--obs-keys (default: every term but the previous action) and
+  --perceive split into state terms, in the environment's order, and the
+  file's image terms."""
+  perceive = list(getattr(args, "perceive", None) or [])
+  unknown = [k for k in perceive if k not in terms]
+  if unknown:
+    raise BcDataError(
+      f"--perceive {', '.join(unknown)}: not an actor observation term of {terms}."
+    )
   if args.obs_keys is None:
     return [t for t in terms if t != "actions"], []
   unknown = [k for k in args.obs_keys if k not in terms and k not in images]
@@ -254,9 +272,11 @@ def chosen_terms(
     raise BcDataError(
       f"--obs-keys {', '.join(unknown)}: not an actor observation term of {known}."
     )
-  return [t for t in terms if t in args.obs_keys], [
-    k for k in images if k in args.obs_keys
-  ]
+  chosen = [k for k in images if k in args.obs_keys]
+  if perceive and not chosen:
+    raise BcDataError("--perceive needs a camera image term in --obs-keys.")
+  wanted = set(args.obs_keys) | set(perceive)
+  return [t for t in terms if t in wanted], chosen
 
 
 # ---------------------------------------------------------------- training
@@ -543,6 +563,8 @@ def policy_checkpoint(args, data, yaw_at, model) -> dict:
     checkpoint["image_keys"] = list(shapes)
     checkpoint["image_shapes"] = shapes
     checkpoint["image_size"] = list(args.image_size)
+    crop = getattr(args, "image_crop", None)
+    checkpoint["image_crop"] = None if crop is None else list(crop)
   return checkpoint
 
 
