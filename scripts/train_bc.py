@@ -26,6 +26,18 @@ replay_demos.py --render-cameras) are inputs when ``--obs-keys`` names them
 each is downsampled to ``--image-size`` and encoded by a small CNN with a
 spatial softmax (``BcImageNet``); the evaluation tools build the
 environment with the cameras the checkpoint needs.
+
+With ``--perceive TERMS`` the image policy has two parts instead: the state
+policy, trained on the --obs-keys state terms and TERMS, and a perception
+network trained to estimate TERMS from the (``--image-crop``-ped) pictures
+and the tool pose (mjlab_tasks/policies/bc_perception.py); acting, it reads
+the pictures and the --obs-keys terms only:
+
+  python scripts/train_bc.py demos/cube_tray_scene.hdf5 --output runs/bc_scene \
+    --obs-keys scene_rgb joint_pos joint_vel tcp_pose gripper_opening target_lead \
+    --perceive tcp_to_cube cube_to_goal cube_yaw_to_tool \
+    --image-crop 120 80 96 160 --image-size 96 160 --image-shift 0 \
+    --perception-epochs 4 --threads 2
 """
 
 from __future__ import annotations
@@ -197,6 +209,10 @@ def with_preset(args: Args) -> Args:
   return resolved
 
 
+def perception_epochs(args: Args) -> str:
+  return f" (+ {args.perception_epochs} of perception)" if args.perceive else ""
+
+
 def format_errors(errors: dict) -> str:
   """The perception's validation errors, in mm and degrees."""
   return ", ".join(
@@ -253,7 +269,8 @@ def main(args: Args) -> int:
   valid = summary["final_valid_mse"]
   print(
     f"{train_set[2]} train demos ({len(train_set[0])} steps), {valid_set[2]} valid; "
-    f"{args.epochs} epochs in {seconds:.1f} s on {args.device}: action MSE train "
+    f"{args.epochs} epochs{perception_epochs(args)} in {seconds:.1f} s on "
+    f"{args.device}: action MSE train "
     f"{history['train'][-1]:.5f}, valid {'-' if valid is None else f'{valid:.5f}'}"
   )
   print(f"wrote {args.output / 'policy.pt'}")

@@ -117,29 +117,41 @@ def labels_key(demo) -> str:
   return "expert_actions" if "expert_actions" in demo else "actions"
 
 
-def read_images(demo, keys: list[str], size: tuple[int, int], crop=None) -> dict:
-  """The image terms of one demo cut to ``crop`` (top, left, height, width;
-  None: whole) and downsampled to ``size``: [T, h, w, C] uint8 RGB (rounded)
-  or float32 depth; a block of frames at a time, so the full-size episode is
-  never in memory at once."""
+def read_images(demo, out: dict, at: int, size: tuple[int, int], crop=None) -> None:
+  """The image terms ``out`` names of one demo, cut to ``crop`` (top, left,
+  height, width; None: whole) and downsampled to ``size``, written into
+  ``out[term][at:]`` ([N, h, w, C] uint8 RGB, rounded, or float32 depth); a
+  block of frames at a time, so the full-size episode is never in memory at
+  once, and into arrays allocated once, so the split is never there twice."""
   import numpy as np
   import torch
 
   from mjlab_tasks.policies import downsample
   from mjlab_tasks.policies.bc_perception import crop_images
 
-  out = {}
-  for key in keys:
+  for key, target in out.items():
     dataset = demo["obs"][key]
-    frames = []
     for start in range(0, len(dataset), 64):
       block = crop_images(torch.from_numpy(dataset[start : start + 64]), crop)
       small = downsample(block, size).permute(0, 2, 3, 1)
       if dataset.dtype == np.uint8:
-        small = small.round().to(torch.uint8)
-      frames.append(small.numpy())
-    out[key] = np.concatenate(frames)
-  return out
+        small = small.round()
+      target[at + start : at + start + len(small)] = small.numpy()
+
+
+def image_arrays(f, names: list[str], keys: list[str], size) -> dict:
+  """Empty arrays for the image terms of demos ``names``: [N, h, w, C]."""
+  import numpy as np
+
+  total = sum(int(f["data"][n].attrs["num_samples"]) for n in names)
+  first = f["data"][names[0]]["obs"]
+  return {
+    k: np.empty(
+      (total, *size, first[k].shape[-1]),
+      np.uint8 if first[k].dtype == np.uint8 else np.float32,
+    )
+    for k in keys
+  }
 
 
 def read_split(
@@ -156,9 +168,11 @@ def read_split(
   import h5py
   import numpy as np
 
-  obs, actions, pictures = [], [], []
+  obs, actions, pictures, at = [], [], {}, 0
   with h5py.File(path, "r") as f:
     names = [n.decode() if isinstance(n, bytes) else str(n) for n in f["mask"][mask]]
+    if images and names:
+      pictures = image_arrays(f, names, list(images), size)
     for name in names:
       demo = f["data"][name]
       steps = int(demo.attrs["num_samples"])
@@ -169,8 +183,8 @@ def read_split(
           axis=1,
         )
       )
-      if images:
-        pictures.append(read_images(demo, list(images), size, crop))
+      read_images(demo, pictures, at, size, crop)
+      at += steps
       # Noise-injected demos: imitate the expert, not the noise it corrected.
       a = demo[labels_key(demo)][()]
       # Chunk k of step t is action t + k, the last one repeated past the end.
@@ -185,7 +199,7 @@ def read_split(
   )
   if not images:
     return out
-  return (*out, {k: np.concatenate([p[k] for p in pictures]) for k in images})
+  return (*out, pictures)
 
 
 def load_data(args):
