@@ -20,8 +20,11 @@ as an expert. Actions are clipped as the task's runner configuration says.
 
 Modules: ``loading`` (the dispatch on the file), ``trained`` (rsl_rl
 checkpoints and their ONNX export), ``bc_networks`` (the behaviour-cloning
-networks ``scripts/train_bc.py`` trains) and ``bc_policy`` (a
-behaviour-cloning checkpoint acting in an environment).
+networks ``scripts/train_bc.py`` trains), ``bc_perception`` (the two-part
+image policy of ``train_bc.py --perceive``: a perception network that
+estimates state terms from camera images, and a state policy acting on
+them) and ``bc_policy`` (a behaviour-cloning checkpoint acting in an
+environment).
 """
 
 from mjlab_tasks.policies.bc_networks import (
