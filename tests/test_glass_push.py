@@ -426,6 +426,57 @@ def test_top_view_and_film_leave_the_scored_world_unchanged(tmp_path):
     pytest.skip(f"final positions equal; pictures unchecked: {no_gl}")
 
 
+def slot_colours(model) -> dict[int, set]:
+  """The colours of each glass slot's geoms, read from the model by name."""
+  out: dict[int, set] = {}
+  for g in range(model.ngeom):
+    name = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_GEOM, g) or ""
+    if name.startswith("glass_"):
+      slot = int(name.split("/")[0].split("_")[1])
+      out.setdefault(slot, set()).add(tuple(np.round(model.geom_rgba[g], 4)))
+  return out
+
+
+def test_each_tables_picture_model_has_its_own_glass_colours():
+  """A table's picture model colours each slot by the kind of that table's
+  glass (hand reference: the palette and the drawn table), also when it
+  is not the first table of its world: the colours are not per-world
+  fields, and were once the first table's for every table."""
+  from mjlab_tasks.glass_push.rules.glasses import PALETTE
+  from mjlab_tasks.glass_push.scene import SLOTS, slot_glass
+
+  world = GlassWorld([10025, 10032], 2)
+  try:
+    models = [world._table_model(0), world._table_model(1)]
+    glasses = world.glasses
+  finally:
+    world.close()
+  kinds = [[slot_glass(glasses[i], s).kind for s in range(SLOTS)] for i in (0, 1)]
+  assert kinds[0] != kinds[1]  # the case that went wrong
+  for i, model in enumerate(models):
+    colours = slot_colours(model)
+    assert sorted(colours) == list(range(SLOTS))
+    for slot in range(SLOTS):
+      expected = tuple(np.round(np.array(PALETTE[kinds[i][slot]], np.float32), 4))
+      assert colours[slot] == {expected}, (i, slot)
+
+
+@pytest.mark.slow  # Two worlds and two pictures; the default tier is full.
+def test_a_tables_picture_does_not_depend_on_the_tables_beside_it():
+  """Table 10032's top view alone and as the second table of a world:
+  bitwise the same."""
+  alone, beside = GlassWorld([10032], 2), GlassWorld([10025, 10032], 2)
+  try:
+    try:
+      first = alone.top_view(0)
+    except NoOffscreenGL as err:
+      pytest.skip(f"no offscreen OpenGL: {err}")
+    np.testing.assert_array_equal(first, beside.top_view(1))
+  finally:
+    alone.close()
+    beside.close()
+
+
 @pytest.mark.slow  # A two-table world and three pictures; the default tier is full.
 def test_a_renderer_let_go_draws_the_same_picture_again(monkeypatch):
   """A world keeps at most RENDERERS_KEPT picture renderers (each holds a

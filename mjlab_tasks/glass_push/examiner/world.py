@@ -339,6 +339,7 @@ class GlassWorld:
       values = getattr(self.sim.model, field)[i].cpu().numpy()
       target = getattr(model, field)
       target[...] = values.reshape(target.shape).astype(target.dtype)
+    paint_glasses(model, self.glasses[i])
     return model
 
   def top_view(self, i: int) -> np.ndarray:
@@ -390,6 +391,26 @@ class GlassWorld:
       pictures.close()
     self._renderers.clear()
     self.env.close()
+
+
+def paint_glasses(model, glasses) -> None:
+  """Each glass slot's colour by its kind on this table (``PALETTE``).
+
+  A slot's glass is one variant per table, but the variants' colours are
+  not per-world fields: the compiled model holds one table's, so without
+  this a table's picture showed the kinds of the first table of its worker
+  and changed with the tables it ran beside."""
+  import mujoco
+
+  from mjlab_tasks.glass_push.rules.glasses import PALETTE
+  from mjlab_tasks.glass_push.scene import GLASS_ENTITY, SLOTS, slot_glass
+
+  prefixes = [GLASS_ENTITY.format(slot=s) + "/" for s in range(SLOTS)]
+  for g in range(model.ngeom):
+    name = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_GEOM, g) or ""
+    for slot, prefix in enumerate(prefixes):
+      if name.startswith(prefix):
+        model.geom_rgba[g] = PALETTE[slot_glass(glasses, slot).kind]
 
 
 class GlassTable:
