@@ -36,8 +36,7 @@ the pictures and the --obs-keys terms only:
   python scripts/train_bc.py demos/cube_tray_scene.hdf5 --output runs/bc_scene \
     --obs-keys scene_rgb joint_pos joint_vel tcp_pose gripper_opening target_lead \
     --perceive tcp_to_cube cube_to_goal cube_yaw_to_tool \
-    --image-crop 120 80 96 160 --image-size 96 160 --image-shift 0 \
-    --perception-epochs 4 --threads 2
+    --image-crop 120 80 96 160 --perception-epochs 4 --threads 2
 """
 
 from __future__ import annotations
@@ -86,18 +85,22 @@ class Args:
   own early mistakes instead of correcting them (the copycat problem). May
   also name the file's camera image terms (wrist_rgb, wrist_depth,
   scene_rgb): each goes through a CNN encoder."""
-  image_size: tuple[int, int] = (90, 160)
+  image_size: tuple[int, int] | None = None
   """Height and width camera images are downsampled to (area averaging)
-  before the CNN; 90 160 is the wrist D415's 180 x 320 halved."""
+  before the CNN. Default: the --image-crop's size (full resolution), else
+  90 160 (the wrist D415's 180 x 320 halved)."""
   image_crop: tuple[int, int, int, int] | None = None
   """TOP LEFT HEIGHT WIDTH: cut every camera image to this box (pixels of
   the recorded image) before downsampling, e.g. 120 80 96 160 for the table
   in front of cube-in-tray's scene camera at full resolution (the cube is
   about 10 pixels there). Default: the whole image."""
-  image_shift: int = 4
+  image_shift: int | None = None
   """Random-shift augmentation of camera images in training: each training
   image moves by up to this many pixels (after downsampling) either way,
-  edges repeated; 0: none. Not applied when the policy acts."""
+  edges repeated; 0: none. Not applied when the policy acts. Default: 4,
+  or 0 with --perceive (a fixed camera's perception estimates positions
+  from where things are in the picture: a shifted picture teaches wrong
+  ones)."""
   quarter_yaw: str | None = None
   """An observation term holding a quaternion (w, x, y, z), e.g. cube_quat,
   whose yaw modulo 90 degrees is also fed to the network as sin and cos of 4
@@ -142,7 +145,7 @@ def check_args(args: Args) -> Args:
     if f.read(len(HDF5_SIGNATURE)) != HDF5_SIGNATURE:
       fail(f"DEMOS {args.demos} is not an HDF5 file.")
   check_new_folder(args.output)
-  args = with_preset(args)
+  args = with_preset(with_image_defaults(args))
   check_at_least(1, epochs=args.epochs, batch_size=args.batch_size, chunk=args.chunk)
   check_at_least(0, seed=args.seed, image_shift=args.image_shift)
   check_at_least(1, threads=args.threads)
@@ -183,6 +186,19 @@ def check_args(args: Args) -> Args:
 
     check_device(args.device)
   return args
+
+
+def with_image_defaults(args: Args) -> Args:
+  """--image-size and --image-shift when unset (their help says which)."""
+  import dataclasses
+
+  size = args.image_size
+  if size is None:
+    size = (90, 160) if args.image_crop is None else tuple(args.image_crop[2:])
+  shift = args.image_shift
+  if shift is None:
+    shift = 0 if args.perceive else 4
+  return dataclasses.replace(args, image_size=size, image_shift=shift)
 
 
 def with_epochs(args: Args, epochs: int) -> Args:

@@ -171,6 +171,8 @@ def test_image_behaviour_cloning_is_scored(files, tmp_path, capsys):
   assert ckpt["image_keys"] == ["wrist_depth", "wrist_rgb"]
   assert ckpt["image_shapes"]["wrist_rgb"] == [180, 320, 3]
   assert bc_cameras(run / "policy.pt") == ("wrist",)
+  summary = json.loads((run / "summary.json").read_text())
+  assert summary["args"]["image_shift"] == "4"  # the default without --perceive
 
   report = tmp_path / "report"
   argv = ["--policy", str(run / "policy.pt"), "--num-envs", "1", "--episodes", "1"]
@@ -196,7 +198,7 @@ def test_perceiving_policy_is_scored(files, tmp_path, capsys):
   argv = [str(files["camera"]), "--output", str(run), "--epochs", "2"]
   argv += ["--obs-keys", "wrist_rgb", "joint_pos", "tcp_pose", "gripper_opening"]
   argv += ["--perceive", "tcp_to_cube", "cube_yaw_to_tool", "--hidden", "32"]
-  argv += ["--image-crop", "40", "80", "96", "160", "--image-size", "48", "80"]
+  argv += ["--image-crop", "40", "80", "64", "96"]  # full resolution, no shift
   argv += ["--perception-epochs", "2", "--perception-batch-size", "4"]
   assert train_bc.main(cli_args.parse(train_bc.Args, argv)) == 0
   assert "perception, validation errors: tcp_to_cube" in capsys.readouterr().out
@@ -206,8 +208,10 @@ def test_perceiving_policy_is_scored(files, tmp_path, capsys):
   assert ckpt["actor_keys"] == [
     "joint_pos", "tcp_pose", "gripper_opening", "tcp_to_cube", "cube_yaw_to_tool"
   ]  # fmt: skip
-  assert ckpt["image_crop"] == [40, 80, 96, 160] and bc_cameras(run / "policy.pt")
+  assert ckpt["image_crop"] == [40, 80, 64, 96] and bc_cameras(run / "policy.pt")
+  assert ckpt["image_size"] == [64, 96]  # the crop's, by default
   summary = json.loads((run / "summary.json").read_text())
+  assert summary["args"]["image_shift"] == "0"  # none with --perceive, by default
   assert len(summary["perception"]["history"]["train"]) == 2
 
   report = tmp_path / "report"
