@@ -26,6 +26,17 @@ def quarter_yaw(
   return torch.stack([torch.sin(4 * yaw), torch.cos(4 * yaw)], dim=-1)
 
 
+def elu_mlp(width: int, hidden: list[int], out: int) -> torch.nn.Sequential:
+  """Linear layers of ``hidden`` widths with ELU between, then a linear
+  output of ``out`` (the behaviour-cloning networks' heads)."""
+  layers = []
+  for size in hidden:
+    layers += [torch.nn.Linear(width, size), torch.nn.ELU()]
+    width = size
+  layers.append(torch.nn.Linear(width, out))
+  return torch.nn.Sequential(*layers)
+
+
 class BcMlp(torch.nn.Module):
   """Observation normalization, then an MLP to a chunk of ``chunk`` actions.
 
@@ -54,12 +65,8 @@ class BcMlp(torch.nn.Module):
     self.quarter_yaw_at, self.yaw_reference_at = quarter_yaw_at, yaw_reference_at
     self.register_buffer("obs_mean", torch.zeros(obs_dim))
     self.register_buffer("obs_std", torch.ones(obs_dim))
-    layers, width = [], obs_dim + (0 if quarter_yaw_at is None else 2)
-    for size in hidden:
-      layers += [torch.nn.Linear(width, size), torch.nn.ELU()]
-      width = size
-    layers.append(torch.nn.Linear(width, action_dim * chunk))
-    self.net = torch.nn.Sequential(*layers)
+    width = obs_dim + (0 if quarter_yaw_at is None else 2)
+    self.net = elu_mlp(width, hidden, action_dim * chunk)
 
   def forward(self, obs: torch.Tensor) -> torch.Tensor:
     """Actions [B, chunk, action_dim] for raw observations [B, obs_dim]."""
@@ -222,12 +229,7 @@ class BcImageNet(torch.nn.Module):
     )
     width = obs_dim + (0 if quarter_yaw_at is None else 2)
     width += sum(e.out_dim for e in self.encoders.values())
-    layers = []
-    for size in hidden:
-      layers += [torch.nn.Linear(width, size), torch.nn.ELU()]
-      width = size
-    layers.append(torch.nn.Linear(width, action_dim * chunk))
-    self.net = torch.nn.Sequential(*layers)
+    self.net = elu_mlp(width, hidden, action_dim * chunk)
 
   @classmethod
   def from_config(cls, ckpt: dict) -> BcImageNet:

@@ -11,7 +11,12 @@ from __future__ import annotations
 
 import torch
 
-from mjlab_tasks.policies.bc_networks import BcMlp, ImageEncoder, quarter_yaw
+from mjlab_tasks.policies.bc_networks import (
+  BcMlp,
+  ImageEncoder,
+  elu_mlp,
+  quarter_yaw,
+)
 
 QUARTER_TURN_TERMS = ("cube_yaw_to_tool",)
 """Terms that are an angle modulo a quarter turn, in [-pi/4, pi/4): a square
@@ -80,13 +85,8 @@ class Perception(torch.nn.Module):
     )
     width = given_dim + (0 if yaw_reference_at is None else 2)
     width += sum(e.out_dim for e in self.encoders.values())
-    layers = []
-    for size in hidden:
-      layers += [torch.nn.Linear(width, size), torch.nn.ELU()]
-      width = size
     head = sum(2 if q else s for s, q in zip(out_sizes, quarter_turn, strict=True))
-    layers.append(torch.nn.Linear(width, head))
-    self.net = torch.nn.Sequential(*layers)
+    self.net = elu_mlp(width, hidden, head)
 
   def features(self, obs: torch.Tensor, images: dict) -> torch.Tensor:
     """The head's raw output [B, head]: normalized estimates, and sin, cos
