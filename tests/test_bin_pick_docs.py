@@ -200,17 +200,20 @@ def test_grasp_search_numbers():
     r"(\d+) x \(1 - patch\) and 1 per ([\d.]+) N m of gravity torque"
   )
   assert (area, torque) == (cfg.area_weight, cfg.torque_ref) and cfg.com_weight == 1
-  patch, held, com, widest = quoted(
-    r"Grasps with a patch of at least ([\d.]+), a width of at most (\d+) mm and the "
-    r"centre of mass within (\d+) mm of the closing line \(well held\) are checked "
-    r"before the others for every object \(two passes: a well-held grasp of any "
-    r"object before a poor one\), and no grasp closes on more than (\d+) mm"
+  sure = quoted(
+    r"sure\s+grasps \(a patch of at least ([\d.]+), a width of at most (\d+) mm "
+    r"and the centre\s+of mass within (\d+) mm of the closing line\)"
   )
+  held = quoted(
+    r"well-held ones\s+\(a patch of at least ([\d.]+), a width of at most (\d+) mm "
+    r"and the centre of mass\s+within (\d+) mm of the closing line\)"
+  )
+  (widest,) = quoted(r"No grasp closes on more than\s+(\d+) mm")
   replica = ReplicaCfg()
-  assert patch == replica.min_patch
-  assert (held, com, widest) == mm(
-    replica.max_held_width, replica.max_com_distance, replica.max_width
-  )
+  assert sure[0] == held[0] == replica.min_patch
+  assert sure[1:] == mm(replica.sure_width, replica.sure_com_distance)
+  assert held[1:] == mm(replica.max_held_width, replica.max_com_distance)
+  assert widest == mm(replica.max_width)[0]
 
 
 def test_rearrangement_numbers():
@@ -359,6 +362,23 @@ def test_expert_numbers():
     r"descent whose tool has moved less than (\d+) mm for ([\d.]+) s off its target"
   )
   assert (stall, still) == (mm(cfg.stall_distance)[0], cfg.stall_time)
+  (lead,) = quoted(r"Turns lead the hand by at most (\d+) degrees\*\* \(`turn_lead`")
+  assert lead == pytest.approx(math.degrees(cfg.turn_lead))
+  (release_open,) = quoted(r"([\d.]+) s into the opening at the earliest")
+  assert release_open == cfg.release_open
+  (lowering,) = quoted(r"and the lowering at\s+([\d.]+) m/s")
+  assert lowering == cfg.lower_speed
+  relaxed_wall, strict_wall, overlap = quoted(
+    r"\(`ReplicaCfg.relaxed`\): (\d+) mm from the walls instead of (\d+), and the "
+    r"open\s+fingers \(and the hand on its way down\) may overlap other objects "
+    r"by up to\s+(\d+) mm"
+  )
+  replica = ReplicaCfg()
+  assert (relaxed_wall, strict_wall, overlap) == mm(
+    replica.last_resort_wall_clearance,
+    replica.wall_clearance,
+    replica.last_resort_overlap,
+  )
   (attempts,) = quoted(r"given up after (\d+) failed attempts")
   assert attempts == cfg.max_attempts
   reach = quoted(r"reachable table \(([\d.]+) to ([\d.]+) m from the base\)")

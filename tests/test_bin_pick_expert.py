@@ -216,6 +216,39 @@ def test_regrasp_changes_direction_height_or_strip_and_a_tight_opening_fits(
   assert reason == "pads_miss_target"
 
 
+def test_the_last_search_accepts_a_hand_2_mm_from_a_wall(one_object_env):
+  """The +x finger link's outer face 2 mm inside the +x wall's inner face at
+  the smaller opening (deeper at the larger one), away from the object: the
+  strict checks want 3 mm (wall_clearance), the last search's 1 mm, so its
+  check goes on to the pads (which miss the object). Planning relaxed
+  leaves the replica's own configuration as it was."""
+  from mjlab_tasks.bin_pick.env_cfg import BIN_CENTRE, BIN_FLOOR
+
+  env = one_object_env
+  replica, arm_q = _posed_replica(env)
+  strict = replica.cfg
+  assert strict.wall_clearance > 0.002 > strict.last_resort_wall_clearance
+  width = 0.04
+  link = replica.open_width(width, strict.tight_open_margin) / 2 + 0.016
+  origin = env.scene.env_origins[0].numpy()
+  pose = np.array(
+    [
+      BIN_CENTRE[0] + 0.07 - 0.002 - link + origin[0],
+      BIN_CENTRE[1] + 0.1 + origin[1],
+      BIN_FLOOR + 0.035,
+    ]
+  )
+  rotation = tool_rotation(0.0, 0.0)
+  reason, _, _ = replica.check(0, pose, rotation, width, 0.2, arm_q)
+  assert reason == "wall_clearance"
+  replica.cfg = strict.relaxed()
+  reason, _, opening = replica.check(0, pose, rotation, width, 0.2, arm_q)
+  assert reason == "pads_miss_target"
+  replica.cfg = strict
+  result = replica.plan([0], 0.2, arm_q, 0.0, relaxed=True)
+  assert result.plan is not None and replica.cfg is strict
+
+
 def _run(*args: str):
   return run_script("evaluate_binpick.py", *args)
 

@@ -8,7 +8,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from mjlab.utils.lab_api.math import matrix_from_quat, quat_from_angle_axis, quat_mul
+from mjlab.utils.lab_api.math import (
+  axis_angle_from_quat,
+  matrix_from_quat,
+  quat_from_angle_axis,
+  quat_inv,
+  quat_mul,
+)
 
 from assets.ur5_rg2.model import RG2_PAD_HALF
 from experts.bin_pick.expert import (
@@ -423,12 +429,17 @@ def test_segment_box_span_matches_a_sampled_segment(rng):
     (False, (0.0, 0.0), 0.05, (0.39, 0.22)),
     # Already at the transit height: straight in.
     (False, (0.0, 0.0), 0.25, None),
+    # Low and already within the margin (a retreat beside the bin's end): up
+    # where it is first, then level (a diagonal from there met the wall).
+    (False, (0.0, 0.0), 0.05, (0.40, 0.23)),
   ],
 )
 def test_moves_out_of_and_into_the_bin_stay_level_over_its_walls(
   expert, leaving, offset, tool_z, via
 ):
   start, end = ((0.5, 0.0), (0.3, 0.4)) if leaving else ((0.3, 0.4), (0.5, 0.0))
+  if via == (0.40, 0.23):
+    start = via
   tool = torch.tensor([[*start, tool_z]])
   expert.target_pos[0] = torch.tensor([*end, 0.05 if leaving else 0.24])
   level = torch.tensor([0.2 if leaving else 0.24])
@@ -500,6 +511,52 @@ def test_a_motion_still_turning_does_not_time_out(expert, turn_deg, times_out, r
   expert.act()
   stage = Stage(int(expert.stage[0]))
   assert stage == (Stage.RECOVER if times_out else Stage.DESCEND)
+
+
+@pytest.mark.parametrize("lead_deg", [0.0, 1.0, 2.5, 3.0, 10.0])
+def test_the_commanded_turn_leads_the_hand_by_at_most_turn_lead(expert, lead_deg, rng):
+  # The target turned 60 degrees about a random axis; the command already
+  # turned `lead_deg` ahead of the tool about another: the step's turn keeps
+  # the command within turn_lead of the tool (none once it is there), at
+  # most turn_speed per step, toward the target.
+  def turned(deg, quat):
+    axis = rng.normal(size=3)
+    axis = torch.tensor(axis / np.linalg.norm(axis), dtype=torch.float32)[None]
+    return quat_mul(quat_from_angle_axis(torch.tensor([np.radians(deg)]), axis), quat)
+
+  arm = expert.arm
+  origin = expert.env.scene.env_origins
+  tool_pos, tool_quat = expert._tool()
+  expert.target_quat[:] = turned(60.0, tool_quat)
+  arm.desired_pos_w[:] = tool_pos + origin
+  arm.desired_quat_w[:] = turned(lead_deg, tool_quat)
+  arm.has_target[:] = True
+  expert.target_pos[:] = tool_pos
+  _set(expert, Stage.MOVE_ABOVE)
+  to_target = axis_angle_from_quat(
+    quat_mul(expert.target_quat, quat_inv(arm.desired_quat_w))
+  )[0].numpy()
+  turn = (expert.act()[0, 3:6] * arm.cfg.rotation_scale).numpy()
+  # Reference: turn_speed bounds each axis (direction kept), then the size
+  # is cut to the room left under turn_lead.
+  step = CFG.turn_speed * expert.env.step_dt
+  expected = to_target / max(1.0, np.abs(to_target).max() / step)
+  room = max(0.0, CFG.turn_lead - np.radians(lead_deg))
+  expected *= min(1.0, room / np.linalg.norm(expected))
+  np.testing.assert_allclose(turn, expected, atol=2e-5)
+  # The command after this step leads the tool by at most turn_lead.
+  new = quat_mul(
+    quat_from_angle_axis(
+      torch.tensor([np.linalg.norm(turn)]),
+      torch.tensor(turn / max(np.linalg.norm(turn), 1e-12), dtype=torch.float32)[None],
+    ),
+    arm.desired_quat_w,
+  )
+  lead = axis_angle_from_quat(quat_mul(new, quat_inv(tool_quat)))
+  assert (
+    float(torch.linalg.vector_norm(lead))
+    <= max(CFG.turn_lead, np.radians(lead_deg)) + 1e-4
+  )
 
 
 @pytest.mark.parametrize(
@@ -748,6 +805,30 @@ def test_the_release_relaxes_the_grip_before_the_fingers_part(expert, rng):
     relaxed += 1
   dt = env.step_dt
   assert relaxed * dt == pytest.approx(CFG.release_relax, abs=1.5 * dt)
+
+
+@pytest.mark.parametrize(
+  "touching, stage_time, then",
+  [
+    (False, CFG.release_relax + CFG.release_open, Stage.RETREAT),
+    (False, CFG.release_relax + CFG.release_open - 0.06, Stage.RELEASE),
+    (True, CFG.release_relax + CFG.release_open, Stage.RELEASE),
+    (True, CFG.release_time, Stage.RETREAT),
+  ],
+)
+def test_the_retreat_starts_once_the_fingers_let_go(expert, touching, stage_time, then):
+  # Releasing for `stage_time`: once the gripper has opened for release_open
+  # past the relaxation, the hand retreats as soon as the robot no longer
+  # touches the object (here the tool is away from it; `touching` sets the
+  # verdict's contact), and at release_time in any case.
+  env = expert.env
+  verdict = _refresh_verdict(env)
+  assert bool(verdict["released"][0, 0])
+  if touching:
+    verdict["released"][0, 0] = False  # The verdict this step's act reads.
+  _set(expert, Stage.RELEASE, stage_time)
+  expert.act()
+  assert Stage(int(expert.stage[0])) == then
 
 
 def test_the_expert_speeds_fit_the_demonstration_range():

@@ -120,20 +120,52 @@ def test_a_heavy_object_is_held_near_its_centre_of_mass():
 
 def test_strips_of_a_box_section_by_hand(rng):
   """A box closed across x, untilted: at every height the pad strips lie at
-  the section's middle and, where it is wider than a pad, half way from
-  there to where a pad would reach its end (when that is 2 mm or more)."""
+  the section's middle; where it is wider than a pad, half way from there
+  to where a pad would reach its end (when that is 2 mm or more), and with
+  the pad flush with each end (when that is 4 mm or more from the middle:
+  the edge strips)."""
   cfg = GraspSearchCfg()
-  for _ in range(3):
-    half = rng.uniform([0.01, 0.008, 0.015], [0.04, 0.045, 0.04])
+  for half_y in (0.012, 0.016, 0.02, *rng.uniform(0.008, 0.045, 3)):
+    half = np.array([rng.uniform(0.01, 0.04), half_y, rng.uniform(0.015, 0.04)])
     found = grasp_candidates(
       _triangles(dict(type=mujoco.mjtGeom.mjGEOM_BOX, size=half))
     )
-    offset = max(0.0, half[1] - HW) / 2
-    expected = [-offset, 0.0, offset] if offset >= 0.002 else [0.0]
+    reach = max(0.0, half[1] - HW)
+    expected, strips = [0.0], [0]
+    if reach / 2 >= 0.002:
+      expected, strips = [-reach / 2, *expected, reach / 2], [-1, 0, 1]
+    if reach >= 0.004:
+      expected, strips = [-reach, *expected, reach], [-2, *strips, 2]
     for k in range(len(cfg.height_fractions) + 1):
       pick = (found.direction == 0) & (found.tilt == 0.0) & (found.level == k)
       assert pick.any()
       # Tool frame of direction 0, untilted: v = -y.
       v = -found.position_w[pick, 1]
       assert sorted(v) == pytest.approx(expected, abs=1e-9)
-      assert sorted(found.strip[pick]) == ([-1, 0, 1] if len(expected) == 3 else [0])
+      assert sorted(found.strip[pick]) == strips
+
+
+def test_hold_tiers_order_sure_then_held_or_near_then_the_rest(rng):
+  """Planning tiers of random candidates, against the rules written out per
+  candidate: sure (patch >= 0.2, width <= 60 mm, centre of mass within
+  15 mm), then well held (70 mm, 25 mm) or within the sure bounds, then the
+  rest."""
+  from experts.bin_pick.grasps import GraspCandidates
+  from experts.bin_pick.replica import ReplicaCfg, hold_tier
+
+  n = 400
+  patch = rng.uniform(0.0, 1.0, n)
+  width = rng.uniform(0.02, 0.09, n)
+  com = rng.uniform(0.0, 0.04, n)
+  zeros = np.zeros(n)
+  candidates = GraspCandidates(
+    np.zeros((n, 3)), np.zeros((n, 3, 3)), width, zeros.astype(int), zeros,
+    zeros.astype(int), zeros.astype(int), patch, com,
+  )  # fmt: skip
+  tiers = hold_tier(candidates, ReplicaCfg())
+  for i in range(n):
+    held = patch[i] >= 0.2 and width[i] <= 0.07 and com[i] <= 0.025
+    near = width[i] <= 0.06 and com[i] <= 0.015
+    expected = 0 if held and near else 1 if held or near else 2
+    assert tiers[i] == expected
+  assert set(tiers.tolist()) == {0, 1, 2}

@@ -246,6 +246,9 @@ class BinPickExpertCfg:
   fingers' opening, so the squeeze (and the contacts' stored spring) ends
   before the fingers part: a cylinder let go at once was measured leaping
   40 mm and rolling on for over 3 s [s]."""
+  release_open: float = 0.1
+  """Least time the gripper opens before the retreat may start; it starts
+  then once the robot no longer touches the released object [s]."""
   release_settle: float = 2.0
   """Longest wait in ``lower`` for the held object to be still (the
   evaluator's speed limits) before it is released [s]."""
@@ -287,13 +290,22 @@ class BinPickExpertCfg:
   carry_speed: float = 0.2
   """Largest hand speed with a held object, past the careful lift and until
   the lowering (lift, carry) [m/s]."""
-  lower_speed: float = 0.1
+  lower_speed: float = 0.15
   """Largest hand speed of the lowering and of a push's descent [m/s]."""
   turn_speed: float = math.radians(80.0)
   """Largest rotation speed about each axis [rad/s] (the task's bound: 4
   degrees per step)."""
   turn_done: float = math.radians(1.0)
   """A commanded orientation within this of the target has turned [rad]."""
+  turn_lead: float = math.radians(3.0)
+  """Largest angle the commanded orientation may lead the tool's [rad].
+  Every arm joint follows its IK step at most 0.5 rad/s (servo stiffness
+  over damping, 20, times the 0.025 rad step bound), so a hand turns at
+  about 29 degrees/s, not ``turn_speed``: a command turned further ahead
+  made the rotation error dominate the IK step, whose bound then scaled the
+  translation down with it (measured on pour and object seed 2: a 38 degree
+  turn held a move at 0.03 m/s for 1.3 s, against 0.2 m/s without a turn).
+  Within this lead the translation keeps its pace while the hand turns."""
   careful_lift: float = 0.03
   """Lift height over which the object leaves the pile slowly [m]."""
   settle_time: float = 1.5
@@ -621,12 +633,13 @@ class BinPickExpert:
     first: PlanResult,
   ) -> PlanResult:
     """Before an environment gives up: the grasp search with the larger
-    budget (``ReplicaCfg.last_resort_checks_per_object``) over the eligible
-    objects and those whose attempts were used (not yet renewed); the time
-    left would otherwise go unused. Its counts include the first search's."""
+    budget (``ReplicaCfg.last_resort_checks_per_object``) and the relaxed
+    checks (``ReplicaCfg.last_resort_overlap``) over the eligible objects and
+    those whose attempts were used (not yet renewed); the time left would
+    otherwise go unused. Its counts include the first search's."""
     result = replica.plan(
       objects, transit_z, arm_q, yaw, avoid=self.failed_grasps[i],
-      max_checks=replica.cfg.last_resort_checks_per_object,
+      max_checks=replica.cfg.last_resort_checks_per_object, relaxed=True,
     )  # fmt: skip
     result.rejections.update(first.rejections)
     result.checked += first.checked
@@ -836,6 +849,10 @@ class BinPickExpert:
     s = s_out if leaving else s_in
     need = (s_in <= s_out) & (s > 0.0) & (s < 1.0)
     if not leaving:
+      # A move that starts within the margin (a retreat beside the bin)
+      # rises there first: measured, a diagonal from the drop zone pressed
+      # the hand against the bin's wall until the move timed out.
+      need = (s_in <= s_out) & (s < 1.0)
       need &= tool_pos[mask, 2] < level_z[mask] - 0.005
     via = torch.cat([a + s[:, None] * (b - a), level_z[mask, None]], dim=-1)
     ids = mask.nonzero().flatten()[need]
@@ -1168,11 +1185,14 @@ class BinPickExpert:
     self._enter(m, Stage.RELEASE)
 
   def _release(self, now: _Step) -> None:
-    """Relaxed for ``release_relax``, then open until ``release_time``:
+    """Relaxed for ``release_relax``, then open until the robot no longer
+    touches the object (``release_open`` at the least) or ``release_time``:
     retreat upward."""
     m = now.at(Stage.RELEASE) & (self.stage_time >= self.cfg.release_relax)
     self.gripper[m] = self.release_command[m]
-    m = now.at(Stage.RELEASE) & (self.stage_time >= self.cfg.release_time)
+    opened = self.stage_time >= self.cfg.release_relax + self.cfg.release_open
+    let_go = opened & now.verdict["released"][now.rows, now.obj]
+    m = now.at(Stage.RELEASE) & (let_go | (self.stage_time >= self.cfg.release_time))
     self.target_pos[m, 2] = self.retreat_z[m]
     self._enter(m, Stage.RETREAT)
 
@@ -1263,7 +1283,12 @@ class BinPickExpert:
     base_quat = torch.where(has, self.arm.desired_quat_w, now.tool_quat)
     move = self._translation(now, base_pos)
     turn = axis_angle_from_quat(quat_mul(self.target_quat, quat_inv(base_quat)))
+    # The command turns on only while it leads the tool by under turn_lead.
+    lead = axis_angle_from_quat(quat_mul(base_quat, quat_inv(now.tool_quat)))
+    room = (self.cfg.turn_lead - torch.linalg.vector_norm(lead, dim=-1)).clamp_min(0)
     turn = _within(turn, self.cfg.turn_speed * self.env.step_dt)
+    size = torch.linalg.vector_norm(turn, dim=-1)
+    turn = turn * (room / size.clamp_min(1e-9)).clamp_max(1.0).unsqueeze(-1)
     move = move / self.arm.cfg.translation_scale
     turn = turn / self.arm.cfg.rotation_scale
     idle = self.done | now.at(Stage.PLAN)

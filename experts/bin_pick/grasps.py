@@ -10,10 +10,11 @@ tool frame (u along the closing axis, v along the pad width, s along the
 approach axis, pointing down) and cut by planes ``s = const``: each triangle
 edge that crosses the plane contributes an intersection point, so each cut
 triangle gives a segment of the cross-section. Along the section three pad
-contact strips (``|v - v_k| <= pad half width``) are placed; the width a pad
-pair meets in a strip is the extent along u of the section clipped to that
-strip, taken over three cuts spanning the pad's height (the pads meet the
-widest part within their reach).
+contact strips (``|v - v_k| <= pad half width``) are placed, and two edge
+strips with the pad flush with either end of the widest cut; the width a
+pad pair meets in a strip is the extent along u of the section clipped to
+that strip, taken over three cuts spanning the pad's height (the pads meet
+the widest part within their reach).
 """
 
 from __future__ import annotations
@@ -343,6 +344,13 @@ def grasp_candidates(
         centres = {0: v_mid}
         if offset >= 0.002:
           centres.update({-1: v_mid - offset, 1: v_mid + offset})
+        # Edge strips: the pads flush with the ends of every cut's section, so
+        # that the hand's wider parts (housing, finger links) shift off a
+        # wall the object lies against (the lower cuts of a hull can be wider
+        # than the middle one).
+        v_any = np.concatenate([p[:, 1] for a, b in sections for p in (a, b)])
+        if 0.5 * (v_any.max() - v_any.min()) - hw >= 0.004:
+          centres.update({-2: v_any.min() + hw, 2: v_any.max() - hw})
         for strip, v_c in centres.items():
           extents = [strip_extent(a, b, v_c, hw) for a, b in sections]
           extents = [e for e in extents if e is not None]
@@ -361,6 +369,7 @@ def grasp_candidates(
           score = (
             abs(tilt_deg) / 15.0
             + 0.5 * abs(strip)
+            + (1.0 if abs(strip) == 2 else 0.0)  # Edge strips after the others.
             + 0.3 * min(k, len(cfg.height_fractions))
             + width / max_width
             + cfg.area_weight * (1.0 - patch)
