@@ -249,6 +249,50 @@ def test_the_last_search_accepts_a_hand_2_mm_from_a_wall(one_object_env):
   assert result.plan is not None and replica.cfg is strict
 
 
+def test_only_the_last_search_takes_edge_strips(one_object_env):
+  """Given only the object's edge-strip candidates (the pads flush with an
+  end of its section), the strict checks plan nothing in any hold tier and
+  the last search's relaxed ones plan one."""
+  from collections import Counter
+
+  from experts.bin_pick.grasps import GraspCandidates, grasp_candidates
+  from experts.bin_pick.replica import PlanResult
+
+  replica, arm_q = _posed_replica(one_object_env)
+  com, mass = replica.object_mass(0)
+  every = grasp_candidates(
+    replica.object_triangles(0), replica.cfg.search, com_w=com, weight=mass * 9.81
+  )
+  edge = np.abs(every.strip) == 2
+  assert edge.any()
+  only = GraspCandidates(**{k: v[edge] for k, v in vars(every).items()})
+
+  def planned(cfg) -> bool:
+    replica.cfg, strict = cfg, replica.cfg
+    try:
+      return any(
+        replica._plan_object(
+          0,
+          only,
+          tier,
+          set(),
+          0.2,
+          arm_q,
+          0.0,
+          arm_q,
+          PlanResult(None, Counter(), 0, 0),
+          1000,
+        )  # fmt: skip
+        is not None
+        for tier in (0, 1, 2)
+      )
+    finally:
+      replica.cfg = strict
+
+  assert not planned(replica.cfg)
+  assert planned(replica.cfg.relaxed())
+
+
 def _run(*args: str):
   return run_script("evaluate_binpick.py", *args)
 
