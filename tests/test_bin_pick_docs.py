@@ -379,6 +379,8 @@ def test_expert_numbers():
     replica.wall_clearance,
     replica.last_resort_overlap,
   )
+  (moved,) = quoted(r"whose target has moved more than\s+(\d+) mm \(horizontally\)")
+  assert moved == mm(cfg.moved_tolerance)[0]
   (attempts,) = quoted(r"given up after (\d+) failed attempts")
   assert attempts == cfg.max_attempts
   reach = quoted(r"reachable table \(([\d.]+) to ([\d.]+) m from the base\)")

@@ -65,6 +65,7 @@ def expert(env):
   expert.target_pos[:] = tool_pos
   expert.target_quat[:] = tool_quat
   expert.target_obj[:] = 0
+  expert.planned_at[:] = expert._object_pos()[:, 0]  # Planned where it lies.
   expert.carry_z[:] = tool_pos[:, 2]  # Recover targets stay at the tool.
   yield expert
   expert.close()
@@ -829,6 +830,55 @@ def test_the_retreat_starts_once_the_fingers_let_go(expert, touching, stage_time
   _set(expert, Stage.RELEASE, stage_time)
   expert.act()
   assert Stage(int(expert.stage[0])) == then
+
+
+@pytest.mark.parametrize(
+  "stage, shift_mm, then",
+  [
+    (Stage.MOVE_ABOVE, 5.0, Stage.MOVE_ABOVE),
+    (Stage.MOVE_ABOVE, 12.0, Stage.RECOVER),
+    (Stage.DESCEND, 5.0, Stage.DESCEND),
+    (Stage.DESCEND, 12.0, Stage.RECOVER),
+  ],
+)
+def test_an_approach_whose_target_moved_is_planned_again(
+  expert, stage, shift_mm, then, rng
+):
+  # The target's centre `shift_mm` (horizontal, random direction) from
+  # where its grasp was planned: beyond moved_tolerance (8 mm) the approach
+  # rises open to plan again, with no attempt counted.
+  direction = rng.normal(size=2)
+  direction /= np.linalg.norm(direction)
+  shift = torch.tensor([*(direction * shift_mm / 1000), 0.0], dtype=torch.float32)
+  expert.planned_at[0] = expert._object_pos()[0, 0] - shift
+  expert.target_pos[0, 2] += 0.05  # Not arrived.
+  _set(expert, stage)
+  _refresh_verdict(expert.env)
+  expert.act()
+  assert Stage(int(expert.stage[0])) == then
+  assert int(expert.attempts[0, 0]) == 0
+  if then == Stage.RECOVER:
+    assert _last(expert)["note"] == "target moved"
+    assert float(expert.gripper[0]) == GRIPPER_OPEN
+
+
+@pytest.mark.parametrize("delivered", [False, True])
+def test_a_failed_placement_delivered_later_is_verified_then(expert, delivered):
+  # A placement that failed its verification (still rolling after 3 s):
+  # once the verdict counts the object delivered, it is verified at that
+  # step and its delivery time recorded; not before.
+  expert.unverified[0, 0] = True
+  verdict = _refresh_verdict(expert.env)
+  verdict["delivered"][0, 0] = delivered  # The verdict this step's act reads.
+  _set(expert, Stage.PLAN)
+  before = list(expert.logs[0].delivery_times)
+  expert.act()
+  assert bool(expert.verified[0, 0]) == delivered
+  assert bool(expert.unverified[0, 0]) != delivered
+  added = expert.logs[0].delivery_times[len(before) :]
+  assert added == (
+    [round(float(expert.time[0]) - expert.env.step_dt, 3)] if delivered else []
+  )
 
 
 def test_the_expert_speeds_fit_the_demonstration_range():
