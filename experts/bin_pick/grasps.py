@@ -11,7 +11,7 @@ approach axis, pointing down) and cut by planes ``s = const``: each triangle
 edge that crosses the plane contributes an intersection point, so each cut
 triangle gives a segment of the cross-section. Along the section three pad
 contact strips (``|v - v_k| <= pad half width``) are placed, and two edge
-strips with the pad flush with either end of the widest cut; the width a
+strips with the pad flush with either end of the three cuts' span; the width a
 pad pair meets in a strip is the extent along u of the section clipped to
 that strip, taken over three cuts spanning the pad's height (the pads meet
 the widest part within their reach).

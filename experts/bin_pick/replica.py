@@ -75,9 +75,9 @@ class ReplicaCfg:
   max_held_width: float = 0.07
   """... closes on at most this width [m], ..."""
   max_com_distance: float = 0.025
-  """... and passes this near the object's centre of mass [m]. Other grasps
-  are checked only when no object has a feasible well-held one (measured on
-  194 attempts: docs/bin_pick.md)."""
+  """... and passes this near the object's centre of mass [m] (measured on
+  194 attempts: docs/bin_pick.md). Planning orders grasps by hold tier
+  (``hold_tier``)."""
   sure_width: float = 0.06
   """A sure grasp is well held, closes on at most this width [m] ..."""
   sure_com_distance: float = 0.015
