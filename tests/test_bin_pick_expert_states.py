@@ -662,6 +662,30 @@ def test_a_bin_cleared_at_one_step_is_reported_beside_the_last_steps_outcome(
   assert row["cleared_at_s"] is None and row["first_delivery_at_s"] is None
 
 
+def test_time_per_delivery_counts_verifications_and_delivered_objects(expert):
+  # Two environments' rows (hand-made): the last verified delivery at 30 s
+  # after 3 verifications, 2 objects delivered at the end (one lost); at
+  # 20 s after 2, 2 delivered. Per verification (30 + 20) / 5 = 10 s; per
+  # object delivered (30 + 20) / 4 = 12.5 s.
+  from mjlab_tasks.bin_pick import evaluation as script
+
+  def row(times, delivered):
+    return {
+      "poured": 3, "delivered": delivered, "outcome": "finished",
+      "cleared_at_s": None, "first_delivery_at_s": times[0] if times else None,
+      "delivery_times_s": times, "failure_reasons": {},
+      "undelivered_reasons": {}, "rearrangements": [],
+    }  # fmt: skip
+
+  rows = [row([5.0, 12.0, 30.0], 2), row([8.0, 20.0], 2)]
+  summary = script.summarize(rows, expert, 2, 60.0, 1.0, 1200)
+  assert summary["mean_time_per_delivery_s"] == pytest.approx(10.0)
+  assert summary["mean_time_per_delivered_object_s"] == pytest.approx(12.5)
+  none = script.summarize([row([], 0)], expert, 1, 60.0, 1.0, 1200)
+  assert none["mean_time_per_delivery_s"] is None
+  assert none["mean_time_per_delivered_object_s"] is None
+
+
 def test_a_stopped_run_ends_once_the_objects_are_still(expert, rng):
   # The expert has stopped; the evaluation run goes on until the objects are
   # still (stopping at once would judge a just-placed, rocking object at an
