@@ -17,6 +17,17 @@ from script_runner import ROOT, run_script
 POLICY_DIR = ROOT / "policies" / "cube_tray"
 
 
+def _evaluate(model, tmp_path, envs: int, max_steps: int) -> dict:
+  """`evaluate_cube_tray.py --policy model`, one episode per environment,
+  as a user runs it; its report."""
+  out_dir = tmp_path / "eval"
+  argv = ["--policy", str(model), "--num-envs", str(envs), "--episodes", str(envs)]
+  argv += ["--max-steps", str(max_steps), "--device", "cpu", "--output", str(out_dir)]
+  result = run_script("evaluate_cube_tray.py", *argv)
+  assert result.returncode == 0, result.stderr[-3000:]
+  return json.loads((out_dir / "report.json").read_text())
+
+
 def test_the_folder_holds_a_small_checkpoint_and_its_record():
   record = json.loads((POLICY_DIR / "training.json").read_text())
   model = POLICY_DIR / record["checkpoint"]
@@ -33,24 +44,7 @@ def test_the_folder_holds_a_small_checkpoint_and_its_record():
 def test_the_evaluator_runs_it_in_place_of_the_expert(tmp_path):
   record = json.loads((POLICY_DIR / "training.json").read_text())
   model = POLICY_DIR / record["checkpoint"]
-  out_dir = tmp_path / "eval"
-  result = run_script(
-    "evaluate_cube_tray.py",
-    "--policy",
-    str(model),
-    "--num-envs",
-    "2",
-    "--episodes",
-    "2",
-    "--max-steps",
-    "20",
-    "--device",
-    "cpu",
-    "--output",
-    str(out_dir),
-  )
-  assert result.returncode == 0, result.stderr[-3000:]
-  report = json.loads((out_dir / "report.json").read_text())
+  report = _evaluate(model, tmp_path, envs=2, max_steps=20)
   assert report["controller"] == f"policy checkpoint {model}"
   assert report["summary"]["episodes"] == 2
 
@@ -67,12 +61,7 @@ def test_the_shipped_behaviour_cloning_policy_runs_in_the_evaluator(tmp_path):
   summary = json.loads((BC_DIR / "summary.json").read_text())
   assert summary["preset"]["task"] == "CubeTray-UR5-RG2"
   assert len(summary["source"]["commit"]) == 40
-  out_dir = tmp_path / "eval"
-  argv = ["--policy", str(model), "--num-envs", "2", "--episodes", "2"]
-  argv += ["--max-steps", "20", "--device", "cpu", "--output", str(out_dir)]
-  result = run_script("evaluate_cube_tray.py", *argv)
-  assert result.returncode == 0, result.stderr[-3000:]
-  report = json.loads((out_dir / "report.json").read_text())
+  report = _evaluate(model, tmp_path, envs=2, max_steps=20)
   assert report["summary"]["episodes"] == 2
 
 
@@ -87,12 +76,7 @@ def test_the_shipped_scene_camera_policy_runs_in_the_evaluator(tmp_path):
   assert model.stat().st_size < 5 * 2**20
   summary = json.loads((SCENE_DIR / "summary.json").read_text())
   assert summary["source"]["dirty"] is False and len(summary["source"]["commit"]) == 40
-  out_dir = tmp_path / "eval"
-  argv = ["--policy", str(model), "--num-envs", "1", "--episodes", "1"]
-  argv += ["--max-steps", "5", "--device", "cpu", "--output", str(out_dir)]
-  result = run_script("evaluate_cube_tray.py", *argv)
-  assert result.returncode == 0, result.stderr[-3000:]
-  report = json.loads((out_dir / "report.json").read_text())
+  report = _evaluate(model, tmp_path, envs=1, max_steps=5)
   assert report["summary"]["episodes"] == 1
 
 

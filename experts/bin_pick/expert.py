@@ -577,7 +577,11 @@ class BinPickExpert:
         self.failed_grasps[i].setdefault(obj_i, set()).add(key)
     obj = self.target_obj[ids]
     self.attempts[ids, obj.clamp_min(0)] += (obj >= 0).long()
-    self._enter(mask, Stage.RECOVER, reason)
+    self._rise_open(mask, reason)
+
+  def _rise_open(self, mask: torch.Tensor, note: str) -> None:
+    """Recover: open the gripper and rise vertically to the carry height."""
+    self._enter(mask, Stage.RECOVER, note)
     tool_pos, _ = self._tool()
     self.target_pos[mask] = tool_pos[mask]
     self.target_pos[mask, 2] = torch.maximum(tool_pos[mask, 2], self.carry_z[mask])
@@ -860,12 +864,13 @@ class BinPickExpert:
     hi = self._bin_hi + margin[mask, None] - offset[mask]
     s_in, s_out = segment_box_span(a, b, lo, hi)
     s = s_out if leaving else s_in
-    need = (s_in <= s_out) & (s > 0.0) & (s < 1.0)
-    if not leaving:
+    need = (s_in <= s_out) & (s < 1.0)
+    if leaving:
+      need &= s > 0.0
+    else:
       # A move that starts within the margin (a retreat beside the bin)
-      # rises there first: measured, a diagonal from the drop zone pressed
-      # the hand against the bin's wall until the move timed out.
-      need = (s_in <= s_out) & (s < 1.0)
+      # rises there first (s = 0): measured, a diagonal from the drop zone
+      # pressed the hand against the bin's wall until the move timed out.
       need &= tool_pos[mask, 2] < level_z[mask] - 0.005
     via = torch.cat([a + s[:, None] * (b - a), level_z[mask, None]], dim=-1)
     ids = mask.nonzero().flatten()[need]
@@ -1151,10 +1156,7 @@ class BinPickExpert:
     m = approaching & (shift > self.cfg.moved_tolerance) & (self.target_obj >= 0)
     if not bool(m.any()):
       return
-    self._enter(m, Stage.RECOVER, "target moved")
-    self.target_pos[m] = now.tool_pos[m]
-    self.target_pos[m, 2] = torch.maximum(now.tool_pos[m, 2], self.carry_z[m])
-    self.gripper[m] = GRIPPER_OPEN
+    self._rise_open(m, "target moved")
     now.arrived &= ~m
 
   def _approach(self, now: _Step) -> None:
