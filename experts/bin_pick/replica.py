@@ -25,6 +25,7 @@ proof (as the bin-picking specification says).
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
@@ -32,7 +33,7 @@ import mujoco
 import numpy as np
 
 from assets.ur5_rg2.kinematics import ArmKinematics
-from assets.ur5_rg2.model import PAD_GEOM_NAMES, RG2_MAX_OPENING
+from assets.ur5_rg2.model import ARM_JOINT_NAMES, PAD_GEOM_NAMES, RG2_MAX_OPENING
 from experts.bin_pick.grasps import (
   GraspCandidates,
   GraspSearchCfg,
@@ -113,6 +114,16 @@ class ReplicaCfg:
   """Whether candidates on the edge strips (``grasps.grasp_candidates``) are
   checked; the last search checks them. Taken by the first searches, 7 of 10
   such lifts slipped (pairs 0 and 1 at ``ce5994c``)."""
+  wrist_range: float = math.pi
+  """Largest size of the last wrist joint's position at a grasp [rad]: a
+  hand yaw whose turn would take the joint beyond is tried after the
+  half-turned one. The joint's range is 2 pi each way, and a hand that
+  cannot turn to its grasp waits there for the rest of the episode (its
+  move never times out). Every cycle's carry turns the joint by the base's
+  swing and the return by the swing less the hand's yaw change: the yaw
+  nearer the hand's wanders either way, and, tried first always, the yaw of
+  the shorter wrist turn drove it one way until the hand stuck (pour and
+  object seed 0, environment 1, 109 s before the episode's end)."""
   search: GraspSearchCfg = field(default_factory=GraspSearchCfg)
 
   def relaxed(self) -> ReplicaCfg:
@@ -240,6 +251,7 @@ class GraspReplica:
       [m.joint(f"{robot_prefix}{s}_finger_joint").qposadr[0] for s in ("left", "right")]
     )
     self.kin = ArmKinematics(model=m, data=self.data, prefix=robot_prefix)
+    self._pan_joint = m.joint(f"{robot_prefix}{ARM_JOINT_NAMES[0]}").id
     self._corners0, self._corners_rate = self._hand_corners(robot_prefix)
 
   # Posing.
@@ -447,6 +459,12 @@ class GraspReplica:
     for chunk in unclear:
       yield from chunk
 
+  def _bearing(self, point: np.ndarray) -> float:
+    """Horizontal direction of ``point`` from the arm's base axis [rad], as
+    the replica is posed."""
+    axis = self.data.xanchor[self._pan_joint]
+    return float(np.arctan2(point[1] - axis[1], point[0] - axis[0]))
+
   def object_triangles(self, k: int) -> np.ndarray:
     """Object k's surface triangles [T, 3, 3], posed as the replica is."""
     return body_triangles_w(
@@ -469,9 +487,10 @@ class GraspReplica:
     well-held or narrow ones, then the rest), each over every object: a
     surer grasp of another object comes before a poorer grasp of this one
     (measured: point contacts, wide grasps and grasps far from the centre of
-    mass slipped in most lifts). Each candidate is tried with the hand yaw nearer
-    the current one first and the half-turned hand second (the D415 side
-    differs). ``avoid`` maps an object to the ``GraspPlan.key`` of grasps
+    mass slipped in most lifts). Each candidate is tried with the hand yaw
+    nearer the current one first and the half-turned hand second (the D415
+    side differs), unless the nearer one would turn the last wrist joint
+    beyond ``ReplicaCfg.wrist_range`` (``_first_of_two``). ``avoid`` maps an object to the ``GraspPlan.key`` of grasps
     that failed on it (slipped or held nothing): a regrasp changes the
     direction, the height or the strip. ``max_checks`` replaces the budget
     per object and pass (``ReplicaCfg.max_checks_per_object``). ``relaxed``
@@ -490,6 +509,11 @@ class GraspReplica:
     budget = self.cfg.max_checks_per_object if max_checks is None else max_checks
     arm_q = self.data.qpos[self.kin.qpos_adr].copy()
     tops = {k: float(self.object_triangles(k)[..., 2].max()) for k in eligible}
+    hand_now = (
+      tool_yaw_now,
+      self._bearing(self.data.site_xpos[self.kin.site_id]),
+      float(arm_q[-1]),  # The last wrist joint.
+    )
     gravity = float(np.linalg.norm(self.model.opt.gravity))
     objects = sorted(eligible, key=lambda k: -tops[k])
     candidates = {}
@@ -503,7 +527,7 @@ class GraspReplica:
         result.objects_tried += tier == 0
         plan = self._plan_object(
           k, candidates[k], tier, avoid.get(k, set()), transit_z, q_now,
-          tool_yaw_now, arm_q, result, budget,
+          hand_now, arm_q, result, budget,
         )  # fmt: skip
         if plan is not None:
           result.plan = plan
@@ -518,7 +542,7 @@ class GraspReplica:
     failed: set,
     transit_z: float,
     q_now: np.ndarray,
-    tool_yaw_now: float,
+    hand_now: tuple[float, float, float],
     arm_q: np.ndarray,
     result: PlanResult,
     budget: int,
@@ -547,12 +571,14 @@ class GraspReplica:
         continue
       rot = candidates.rotation_w[rank]
       flipped = rot @ np.diag([-1.0, -1.0, 1.0])
-      yaw = np.arctan2(rot[1, 0], rot[0, 0])
-      near_first = abs(_wrap(yaw - tool_yaw_now)) <= np.pi / 2
+      pos = candidates.position_w[rank]
+      bearing = self._bearing(pos)
+      yaws = [_yaw(r) for r in (rot, flipped)]
+      turns = [_wrist_turn(r, bearing, *hand_now[:2]) for r in (rot, flipped)]
+      near_first = _first_of_two(yaws, turns, hand_now, self.cfg.wrist_range)
       for variant in (rot, flipped) if near_first else (flipped, rot):
         budget -= 1
         result.checked += 1
-        pos = candidates.position_w[rank]
         width = float(candidates.width[rank])
         reason, _, opening = self.check(k, pos, variant, width, transit_z, q_now)
         self.data.qpos[self.kin.qpos_adr] = arm_q
@@ -608,6 +634,41 @@ _OPENING_REASONS = ("wall_clearance", "open_grasp_collision", "open_grasp_target
 
 # Rejections that the half-turned hand (camera on the other side) may avoid.
 _HAND_SIDE_REASONS = ("wall_clearance", "table_collision", "approach_collision")
+
+
+def _wrist_turn(
+  rotation: np.ndarray, bearing: float, yaw_now: float, bearing_now: float
+) -> float:
+  """The last wrist joint's change [rad] to a downward hand at ``rotation``
+  whose position lies at ``bearing`` about the arm's base axis, from a hand
+  at ``yaw_now`` and ``bearing_now``: the task's command turns the hand the
+  short way in the world frame while the base swings the arm, and the wrist
+  (its axis pointing down) makes up the difference."""
+  return _wrap(bearing - bearing_now) - _wrap(_yaw(rotation) - yaw_now)
+
+
+def _first_of_two(
+  yaws: list[float],
+  turns: list[float],
+  hand_now: tuple[float, float, float],
+  wrist_range: float,
+) -> bool:
+  """Whether the first of two hand yaws (a hand and the half-turned one)
+  comes first: the one nearer the hand's yaw now (``hand_now``: yaw,
+  bearing, last wrist joint), unless its wrist turn (``turns``) would take
+  the last wrist joint beyond ``wrist_range``; the two turns differ by half
+  a turn, so one of them stays within."""
+  yaw_now, _, wrist = hand_now
+  cost = [
+    (max(abs(wrist + t) - wrist_range, 0.0), abs(_wrap(y - yaw_now)))
+    for y, t in zip(yaws, turns, strict=True)
+  ]
+  return cost[0] <= cost[1]
+
+
+def _yaw(rotation: np.ndarray) -> float:
+  """Yaw of a hand's closing axis (its x axis) [rad]."""
+  return float(np.arctan2(rotation[1, 0], rotation[0, 0]))
 
 
 def _wrap(angle: float) -> float:
