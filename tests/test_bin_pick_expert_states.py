@@ -498,16 +498,27 @@ def test_the_object_is_released_still(expert, spin, stage_time, then, rng):
   assert Stage(int(expert.stage[0])) == then
 
 
-@pytest.mark.parametrize("turn_deg, times_out", [(0.5, True), (40.0, False)])
-def test_a_motion_still_turning_does_not_time_out(expert, turn_deg, times_out, rng):
-  # Past the stage timeout, descending; the target orientation turned about a
-  # random axis from the commanded one (here the tool's): while more than one
-  # step's turn (1 degree) is left, the motion goes on.
+@pytest.mark.parametrize(
+  "turn_deg, stage_time, times_out",
+  [
+    (0.5, CFG.stage_timeout + 0.01, True),
+    (40.0, CFG.stage_timeout + 0.01, False),
+    (40.0, CFG.turn_timeout - 0.06, False),
+    (40.0, CFG.turn_timeout + 0.01, True),
+  ],
+)
+def test_a_motion_still_turning_does_not_time_out(
+  expert, turn_deg, stage_time, times_out, rng
+):
+  # Descending; the target orientation turned about a random axis from the
+  # commanded one (here the tool's): past the stage timeout, while more than
+  # one step's turn (1 degree) is left, the motion goes on, until the turn
+  # timeout.
   axis = rng.normal(size=3)
   axis = torch.tensor(axis / np.linalg.norm(axis), dtype=torch.float32)
   turn = quat_from_angle_axis(torch.tensor([np.radians(turn_deg)]), axis[None])
   expert.target_quat[:] = quat_mul(turn, expert.target_quat)
-  _set(expert, Stage.DESCEND, CFG.stage_timeout + 0.01)
+  _set(expert, Stage.DESCEND, stage_time)
   expert.target_pos[0, 2] -= 0.05
   expert.act()
   stage = Stage(int(expert.stage[0]))

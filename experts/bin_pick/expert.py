@@ -321,6 +321,12 @@ class BinPickExpertCfg:
   pushed, planned where it no longer is, closes an empty grasp [s]."""
   stage_timeout: float = 8.0
   """Longest time of one motion stage once its commanded turn is done [s]."""
+  turn_timeout: float = 20.0
+  """Longest time of one motion stage still turning [s]: a half turn of the
+  hand takes about 6 s at the wrist's pace (0.5 rad/s) and 9 s at the
+  task's 1 degree per step, but a hand held by a joint's stop never ends
+  its turn (measured: a wrist driven to its stop held an environment in
+  one move for the last 109 s of its episode)."""
   stall_time: float = 1.5
   """A descent or a lowering off its target whose tool has moved less than
   ``stall_distance`` for this long, its commanded turn done, has stalled
@@ -1034,7 +1040,10 @@ class BinPickExpert:
     in_motion = torch.zeros_like(arrived)
     for s in _MOTION:
       in_motion |= stage == int(s)
-    timed_out = in_motion & (self.stage_time > self.cfg.stage_timeout) & ~turning
+    timed_out = in_motion & (
+      ((self.stage_time > self.cfg.stage_timeout) & ~turning)
+      | (self.stage_time > self.cfg.turn_timeout)
+    )
     halted = self._stuck(tool_pos) & ~arrived & ~turning & ~timed_out
     rows, obj, obj_pos, rel = self._target_object(tool_pos, tool_quat)
     return _Step(
