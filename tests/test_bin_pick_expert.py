@@ -278,7 +278,7 @@ def test_only_the_last_search_takes_edge_strips(one_object_env):
           set(),
           0.2,
           arm_q,
-          0.0,
+          (0.0, 0.0, float(arm_q[-1])),  # Hand yaw, bearing, last wrist joint.
           arm_q,
           PlanResult(None, Counter(), 0, 0),
           1000,
