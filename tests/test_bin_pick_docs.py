@@ -381,6 +381,12 @@ def test_expert_numbers():
   )
   (moved,) = quoted(r"whose target has moved more than\s+(\d+) mm \(horizontally\)")
   assert moved == mm(cfg.moved_tolerance)[0]
+  (turn_timeout,) = quoted(r"after\s+`turn_timeout` \((\d+) s\)")
+  assert turn_timeout == cfg.turn_timeout
+  (swing_lo, swing_hi) = quoted(r"swings of (\d+) to (\d+) degrees, random grasp yaws")
+  assert (swing_lo, swing_hi) == (30, 75)  # tests/test_bin_pick_replica_order.py
+  assert "beyond half a turn from zero (`ReplicaCfg.wrist_range`" in TEXT
+  assert ReplicaCfg().wrist_range == pytest.approx(math.pi)
   (attempts,) = quoted(r"given up after (\d+) failed attempts")
   assert attempts == cfg.max_attempts
   reach = quoted(r"reachable table \(([\d.]+) to ([\d.]+) m from the base\)")
