@@ -118,12 +118,13 @@ class ReplicaCfg:
   """Largest size of the last wrist joint's position at a grasp [rad]: a
   hand yaw whose turn would take the joint beyond is tried after the
   half-turned one. The joint's range is 2 pi each way, and a hand that
-  cannot turn to its grasp waits there for the rest of the episode (its
-  move never times out). Every cycle's carry turns the joint by the base's
-  swing and the return by the swing less the hand's yaw change: the yaw
-  nearer the hand's wanders either way, and, tried first always, the yaw of
-  the shorter wrist turn drove it one way until the hand stuck (pour and
-  object seed 0, environment 1, 109 s before the episode's end)."""
+  cannot turn to its grasp waits there (until the expert's
+  ``turn_timeout``, then again on each new plan). Every cycle's carry
+  turns the joint by the base's swing and the return by the swing less the
+  hand's yaw change: the yaw nearer the hand's wanders either way, and,
+  tried first always, the yaw of the shorter wrist turn drove it one way
+  until the hand stuck (pour and object seed 0, environment 1, 109 s
+  before the episode's end)."""
   search: GraspSearchCfg = field(default_factory=GraspSearchCfg)
 
   def relaxed(self) -> ReplicaCfg:
@@ -490,9 +491,10 @@ class GraspReplica:
     mass slipped in most lifts). Each candidate is tried with the hand yaw
     nearer the current one first and the half-turned hand second (the D415
     side differs), unless the nearer one would turn the last wrist joint
-    beyond ``ReplicaCfg.wrist_range`` (``_first_of_two``). ``avoid`` maps an object to the ``GraspPlan.key`` of grasps
-    that failed on it (slipped or held nothing): a regrasp changes the
-    direction, the height or the strip. ``max_checks`` replaces the budget
+    beyond ``ReplicaCfg.wrist_range`` (``_first_of_two``). ``avoid`` maps
+    an object to the ``GraspPlan.key`` of grasps that failed on it (slipped
+    or held nothing): a regrasp changes the direction, the height or the
+    strip. ``max_checks`` replaces the budget
     per object and pass (``ReplicaCfg.max_checks_per_object``). ``relaxed``
     checks with the last search's wall clearance and overlap
     (``ReplicaCfg.last_resort_overlap``).
