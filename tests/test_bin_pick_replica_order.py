@@ -1,5 +1,6 @@
-"""Which hand yaw the bin-picking replica tries first: the one that turns the
-last wrist joint less, against forward kinematics of the arm."""
+"""Which hand yaw the bin-picking replica tries first: the nearer one, unless
+it takes the last wrist joint beyond its range; the wrist's turn predicted
+from hand poses, against forward kinematics of the arm."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ def test_wrist_turn_is_the_last_joint_change_between_two_poses(rng):
     q1[5] = q0[5] + turn
     p0, r0 = kin.tool_pose(q0)
     p1, r1 = kin.tool_pose(q1)
-    predicted = _wrist_turn(r1, _bearing(p1), _yaw(r0), _bearing(p0))
+    predicted = _wrist_turn(_yaw(r1), _bearing(p1), _yaw(r0), _bearing(p0))
     assert abs(predicted - turn) < 1e-3, (predicted, turn)
 
 
@@ -47,14 +48,8 @@ def test_the_world_nearer_yaw_can_turn_the_wrist_more():
   """A hand back from the drop zone (base turned 45 degrees away) to a grasp
   60 degrees of world yaw away: the wrist turns 105 degrees that way, and
   75 the other way (the half-turned hand, 120 degrees of world yaw)."""
-  down = np.diag([1.0, -1.0, -1.0])
-
-  def rot(yaw):
-    c, s = math.cos(yaw), math.sin(yaw)
-    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]) @ down
-
-  near = _wrist_turn(rot(math.radians(60)), 0.0, 0.0, math.radians(45))
-  half = _wrist_turn(_down(math.radians(-120)), 0.0, 0.0, math.radians(45))
+  near = _wrist_turn(math.radians(60), 0.0, 0.0, math.radians(45))
+  half = _wrist_turn(math.radians(-120), 0.0, 0.0, math.radians(45))
   assert math.isclose(near, math.radians(-105), abs_tol=1e-9)
   assert math.isclose(half, math.radians(75), abs_tol=1e-9)
 
@@ -67,11 +62,11 @@ def _cycle_wrists(wrist_range: float, seed: int, cycles: int = 60) -> np.ndarray
   wrist, yaw, bearing, out = 0.0, 0.0, 0.0, []
   for _ in range(cycles):
     swing = r.uniform(math.radians(30), math.radians(75))
-    wrist += _wrist_turn(_down(yaw), bearing + swing, yaw, bearing)
+    wrist += _wrist_turn(yaw, bearing + swing, yaw, bearing)
     bearing += swing
     grasp = r.uniform(-math.pi, math.pi)
     yaws = [grasp, grasp + math.pi]
-    turns = [_wrist_turn(_down(y), bearing - swing, yaw, bearing) for y in yaws]
+    turns = [_wrist_turn(y, bearing - swing, yaw, bearing) for y in yaws]
     k = 0 if _first_of_two(yaws, turns, (yaw, bearing, wrist), wrist_range) else 1
     wrist, yaw, bearing = wrist + turns[k], yaws[k], bearing - swing
     out.append(wrist)
@@ -88,10 +83,3 @@ def test_the_wrist_stays_within_its_range_over_many_cycles(rng):
     assert np.abs(_cycle_wrists(math.pi, int(seed))).max() <= math.pi + 1e-9
   wander = [np.abs(_cycle_wrists(math.inf, int(seed))).max() for seed in seeds]
   assert max(wander) > 2 * math.pi
-
-
-def _down(yaw: float) -> np.ndarray:
-  c, s = math.cos(yaw), math.sin(yaw)
-  return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]) @ np.diag(
-    [1.0, -1.0, -1.0]
-  )

@@ -367,10 +367,6 @@ class GraspReplica:
       return "open_grasp_collision"
     return None
 
-  def well_held(self, candidates: GraspCandidates) -> np.ndarray:
-    """Candidates that hold in most lifts [N] (``ReplicaCfg.min_patch``)."""
-    return well_held(candidates, self.cfg)
-
   def open_width(self, width: float, margin: float | None = None) -> float:
     margin = self.cfg.open_margin if margin is None else margin
     return min(RG2_MAX_OPENING, width + 2 * margin)
@@ -496,8 +492,7 @@ class GraspReplica:
     or held nothing): a regrasp changes the direction, the height or the
     strip. ``max_checks`` replaces the budget
     per object and pass (``ReplicaCfg.max_checks_per_object``). ``relaxed``
-    checks with the last search's wall clearance and overlap
-    (``ReplicaCfg.last_resort_overlap``).
+    checks with the last search's checks (``ReplicaCfg.relaxed``).
     """
     if relaxed:
       strict = self.cfg
@@ -576,7 +571,7 @@ class GraspReplica:
       pos = candidates.position_w[rank]
       bearing = self._bearing(pos)
       yaws = [_yaw(r) for r in (rot, flipped)]
-      turns = [_wrist_turn(r, bearing, *hand_now[:2]) for r in (rot, flipped)]
+      turns = [_wrist_turn(y, bearing, *hand_now[:2]) for y in yaws]
       near_first = _first_of_two(yaws, turns, hand_now, self.cfg.wrist_range)
       for variant in (rot, flipped) if near_first else (flipped, rot):
         budget -= 1
@@ -639,14 +634,14 @@ _HAND_SIDE_REASONS = ("wall_clearance", "table_collision", "approach_collision")
 
 
 def _wrist_turn(
-  rotation: np.ndarray, bearing: float, yaw_now: float, bearing_now: float
+  yaw: float, bearing: float, yaw_now: float, bearing_now: float
 ) -> float:
-  """The last wrist joint's change [rad] to a downward hand at ``rotation``
-  whose position lies at ``bearing`` about the arm's base axis, from a hand
-  at ``yaw_now`` and ``bearing_now``: the task's command turns the hand the
-  short way in the world frame while the base swings the arm, and the wrist
-  (its axis pointing down) makes up the difference."""
-  return _wrap(bearing - bearing_now) - _wrap(_yaw(rotation) - yaw_now)
+  """The last wrist joint's change [rad] to a downward hand at ``yaw``
+  (``_yaw``) whose position lies at ``bearing`` about the arm's base axis,
+  from a hand at ``yaw_now`` and ``bearing_now``: the task's command turns
+  the hand the short way in the world frame while the base swings the arm,
+  and the wrist (its axis pointing down) makes up the difference."""
+  return _wrap(bearing - bearing_now) - _wrap(yaw - yaw_now)
 
 
 def _first_of_two(
