@@ -673,6 +673,24 @@ def test_a_bin_cleared_at_one_step_is_reported_beside_the_last_steps_outcome(
   assert row["cleared_at_s"] is None and row["first_delivery_at_s"] is None
 
 
+def test_planning_in_a_cleared_bin_stops_the_expert(expert):
+  # The one poured box set down at the drop point, still: the bin is
+  # cleared, and the next plan stops the environment with that outcome.
+  env = expert.env
+  obj = env.scene["obj_00"]
+  on_table = torch.zeros(1, 13)
+  half_height = expert.pour.cfg.objects[0].extent[2]
+  on_table[0, :3] = env.scene.env_origins[0] + torch.tensor([0.3, 0.4, half_height])
+  on_table[0, 3] = 1.0
+  obj.write_root_state_to_sim(on_table)
+  env.sim.forward()
+  assert bool(_refresh_verdict(env)["bin_cleared"][0])
+  _set(expert, Stage.PLAN)
+  expert.act()
+  assert Stage(int(expert.stage[0])) == Stage.DONE
+  assert expert.logs[0].outcome == "bin_cleared"
+
+
 def test_time_per_delivery_counts_verifications_and_delivered_objects(expert):
   # Two environments' rows (hand-made): the last verified delivery at 30 s
   # after 3 verifications, 2 objects delivered at the end (one lost); at
@@ -895,6 +913,67 @@ def test_an_approach_whose_target_moved_is_planned_again(
   if then == Stage.RECOVER:
     assert _last(expert)["note"] == "target moved"
     assert float(expert.gripper[0]) == GRIPPER_OPEN
+
+
+def _follow_setup(expert, rng, turn_deg: float) -> np.ndarray:
+  """Make the target round for the approach: its roll axis in its body frame
+  from a random horizontal world axis, and the planned world axis that one
+  turned by ``turn_deg`` about the vertical. Returns the world axis [3]."""
+  yaw = rng.uniform(-np.pi, np.pi)
+  axis = np.array([np.cos(yaw), np.sin(yaw), 0.0])
+  quat = expert.env.scene["obj_00"].data.root_link_quat_w
+  rot = matrix_from_quat(quat)[0].double().numpy()
+  turned = np.radians(turn_deg)
+  planned = np.array([np.cos(yaw + turned), np.sin(yaw + turned), 0.0])
+  expert.follow[0] = True
+  expert.follow_axis[0] = torch.tensor(rot.T @ axis, dtype=torch.float32)
+  expert.follow_axis_w[0] = torch.tensor(planned, dtype=torch.float32)
+  return axis
+
+
+@pytest.mark.parametrize(
+  "stage, shift_mm, turn_deg, followed",
+  [
+    (Stage.MOVE_ABOVE, 12.0, 0.0, True),
+    (Stage.DESCEND, 25.0, 10.0, True),
+    (Stage.MOVE_ABOVE, 12.0, 20.0, False),  # Its axis turned: not followed.
+    (Stage.DESCEND, 40.0, 0.0, False),  # Beyond follow_distance.
+  ],
+)
+def test_an_approach_follows_a_rolling_round_target(
+  expert, stage, shift_mm, turn_deg, followed, rng
+):
+  # A round target `shift_mm` from where its grasp was planned: within
+  # follow_distance (30 mm), its axis turned by at most follow_turn (15
+  # degrees), the grasp and the motion's target move with its centre by
+  # exactly that shift and the approach goes on; else the approach rises.
+  _follow_setup(expert, rng, turn_deg)
+  direction = rng.normal(size=2)
+  direction /= np.linalg.norm(direction)
+  shift = np.array([*(direction * shift_mm / 1000), 0.0])
+  expert.planned_at[0] = expert._object_pos()[0, 0] - torch.tensor(
+    shift, dtype=torch.float32
+  )
+  expert.grasp_pos[0] = torch.tensor([0.5, 0.0, 0.05])
+  expert.target_pos[0, 2] += 0.05  # Not arrived.
+  grasp, target = expert.grasp_pos[0].clone(), expert.target_pos[0].clone()
+  _set(expert, stage)
+  _refresh_verdict(expert.env)
+  expert.act()
+  if followed:
+    assert Stage(int(expert.stage[0])) == stage
+    np.testing.assert_allclose((expert.grasp_pos[0] - grasp).numpy(), shift, atol=1e-6)
+    np.testing.assert_allclose(
+      (expert.target_pos[0] - target)[:2].numpy(), shift[:2], atol=1e-6
+    )
+    # A second step with no further motion moves nothing more.
+    grasp = expert.grasp_pos[0].clone()
+    expert.act()
+    np.testing.assert_allclose(expert.grasp_pos[0].numpy(), grasp.numpy(), atol=1e-7)
+  else:
+    assert Stage(int(expert.stage[0])) == Stage.RECOVER
+    assert _last(expert)["note"] == "target moved"
+  assert int(expert.attempts[0, 0]) == 0
 
 
 @pytest.mark.parametrize("delivered", [False, True])

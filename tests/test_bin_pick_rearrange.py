@@ -418,6 +418,47 @@ def test_a_capsule_in_a_corner_rolls_off_the_end_wall(scene):
   np.testing.assert_allclose(plan.direction_w, [0.0, -1.0, 0.0], atol=1e-9)
 
 
+def test_a_lying_capsules_roll_axis_in_its_body_frame(scene, rng):
+  """The expert follows a round target by its roll axis in the object's body
+  frame: a capsule's is its own long axis (local z), the world one its
+  horizontal direction, for a random yaw; a box has none."""
+  from experts.bin_pick.expert import _body_roll_axis
+
+  scene.reset()
+  r = scene.replica
+  yaw = rng.uniform(-math.pi, math.pi)
+  turn = np.array([math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)])
+  quat = np.zeros(4)
+  mujoco.mju_mulQuat(quat, turn, ALONG_X)
+  scene.place(scene.capsule, quat, scene.centre)
+  world, body = _body_roll_axis(r, scene.capsule)
+  expected = np.array([math.cos(yaw), math.sin(yaw), 0.0])
+  sign = np.sign(world @ expected)
+  np.testing.assert_allclose(world, sign * expected, atol=1e-9)
+  np.testing.assert_allclose(body, [0.0, 0.0, sign], atol=1e-9)
+  scene.place(scene.box, UPRIGHT, scene.centre + [0.0, 0.1])
+  assert _body_roll_axis(r, scene.box) is None
+
+
+def test_a_capsule_across_the_bin_rolls_off_the_end_wall(scene):
+  """A capsule lying across the bin (axis along its width) against an end
+  wall, where neither a grasp nor a push fits behind it, is rolled along
+  the bin, away from that wall; lying so in the bin's middle, with no wall
+  behind it either way, it gets no roll."""
+  scene.reset()
+  r = scene.replica
+  k = scene.capsule
+  scene.place(k, ALONG_X, scene.centre, snap=((1, 1),))
+  plan, rejections = plan_push(r, k, "across", scene.transit, scene.arm_q)
+  assert plan is not None and plan.kind == "roll", rejections
+  assert plan.reason == "across"
+  np.testing.assert_allclose(plan.direction_w, [0.0, -1.0, 0.0], atol=1e-9)
+  scene.reset()
+  scene.place(k, ALONG_X, scene.centre)
+  plan, _ = plan_push(r, k, "across", scene.transit, scene.arm_q)
+  assert plan is None or plan.kind != "roll"
+
+
 def test_a_standing_object_by_a_wall_is_toppled_away_from_it(scene):
   """An L-block standing on its 26 mm edge against a long wall (no hand fits
   behind it, and pushing its side only slides it along the wall) is

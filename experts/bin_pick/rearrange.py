@@ -9,12 +9,13 @@ line, or diagonally, moves it somewhere graspable. Two kinds:
          least ``floor_clearance`` above the bin floor): slides it
   tip    pad centre 12 mm below its top, only for objects taller than 40 mm:
          tips a standing object over in the push direction
-  roll   for a round object lying by a wall (a capsule or cylinder on its
-         side, a sphere), which no hand fits behind: the closed pads come
-         down on its top, press ``roll_press`` into it and move away from
-         the wall; the object rolls under them, its centre moving about
-         half as far as the hand (pad and floor friction are equal, 1.0, so
-         a flat object cannot be dragged this way: only rolling moves it)
+  roll   for a round object lying by a wall or across the bin (a capsule
+         or cylinder on its side, a sphere), which no hand fits behind: the
+         closed pads come down on its top, press ``roll_press`` into it and
+         move away from the wall; the object rolls under them, its centre
+         moving about half as far as the hand (pad and floor friction are
+         equal, 1.0, so a flat object cannot be dragged this way: only
+         rolling moves it)
   topple for a standing object by a wall, which no hand fits behind: the
          closed pads press on its top and move away from the wall across
          its thin side, its thickness and ``topple_overshoot`` farther; the
@@ -450,10 +451,11 @@ def plan_push(
   top = points[points[:, 2] >= z_hi - ROLL_TOP_BAND, :2].mean(0)
   saved = replica.data.qpos.copy()
   budget = cfg.max_checks
-  # Nothing fits behind an object by a wall: roll a round one, topple a
-  # standing one, pressing on its top.
+  # Nothing fits behind an object by a wall: roll a round one (one lying
+  # across the bin too: against an end wall, neither a grasp nor a push fits
+  # behind it), topple a standing one, pressing on its top.
   from_top = []
-  if reason in ("wall", "standing"):
+  if reason in ("wall", "standing", "across"):
     from_top = [
       _Move((), direction, "roll", room)
       for direction, room in _roll_directions(replica, k, points, interior)

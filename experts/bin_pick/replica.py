@@ -168,6 +168,12 @@ class GraspPlan:
   """Pad contact patch in [0, 1] (``grasps.contact_patch``)."""
   com_distance: float
   """Object's centre of mass from the closing line [m]."""
+  com_lever: float = 0.0
+  """Horizontal lever of the object's weight about the closing line [m]:
+  the gravity torque about it over the weight."""
+  com_below: float = 0.0
+  """Height of the closing line above the centre of mass [m] (negative:
+  the centre of mass lies above it)."""
 
   @property
   def key(self) -> tuple[int, int, int]:
@@ -580,6 +586,8 @@ class GraspReplica:
         reason, _, opening = self.check(k, pos, variant, width, transit_z, q_now)
         self.data.qpos[self.kin.qpos_adr] = arm_q
         if reason is None:
+          com = self.object_mass(k)[0]
+          arm = com - pos
           return GraspPlan(
             object_index=k,
             position_w=pos.copy(),
@@ -595,6 +603,8 @@ class GraspReplica:
             direction=int(candidates.direction[rank]),
             patch=float(candidates.patch[rank]),
             com_distance=float(candidates.com_distance[rank]),
+            com_lever=abs(float(variant[:, 0] @ np.cross(arm, [0.0, 0.0, 1.0]))),
+            com_below=float(-arm[2]),
           )
         result.rejections[reason] += 1
         if reason not in _HAND_SIDE_REASONS:
