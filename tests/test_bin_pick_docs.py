@@ -381,6 +381,18 @@ def test_expert_numbers():
   )
   (moved,) = quoted(r"whose target has moved more than\s+(\d+) mm \(horizontally\)")
   assert moved == mm(cfg.moved_tolerance)[0]
+  ring, edge = quoted(
+    r"a free one of the edge ring\s+\(the same grid out to (\d+) mm, (\d+) mm inside "
+    r"the delivery radius"
+  )
+  radius = DeliveryThresholds().drop_radius
+  assert (ring, edge) == mm(radius - cfg.edge_margin, cfg.edge_margin)
+  follow, follow_turn = quoted(
+    r"while that is within (\d+) mm of where it was planned and\s+its axis has "
+    r"turned by at most (\d+) degrees"
+  )
+  assert follow == mm(cfg.follow_distance)[0]
+  assert follow_turn == pytest.approx(math.degrees(cfg.follow_turn))
   (turn_timeout,) = quoted(r"after\s+`turn_timeout` \((\d+) s\)")
   assert turn_timeout == cfg.turn_timeout
   (swing_lo, swing_hi) = quoted(r"swings of (\d+) to (\d+) degrees, random grasp yaws")

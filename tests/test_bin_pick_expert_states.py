@@ -25,7 +25,7 @@ from experts.bin_pick.expert import (
   segment_box_span,
 )
 from experts.bin_pick.replica import ReplicaCfg
-from mjlab_tasks.bin_pick.env_cfg import bin_pick_env_cfg
+from mjlab_tasks.bin_pick.env_cfg import DROP_DESTINATION, bin_pick_env_cfg
 from mjlab_tasks.common.verdict import invalidate_verdict, task_verdict
 from mjlab_tasks.engine import make_env
 
@@ -433,6 +433,9 @@ def test_segment_box_span_matches_a_sampled_segment(rng):
     # Low and already within the margin (a retreat beside the bin's end): up
     # where it is first, then level (a diagonal from there met the wall).
     (False, (0.0, 0.0), 0.05, (0.40, 0.23)),
+    # Out of the bin to a target within the margin, (0.45, 0.23): level until
+    # over it, then down (a diagonal pressed the held object on the wall).
+    (True, (0.0, 0.0), 0.2, (0.45, 0.23)),
   ],
 )
 def test_moves_out_of_and_into_the_bin_stay_level_over_its_walls(
@@ -441,6 +444,8 @@ def test_moves_out_of_and_into_the_bin_stay_level_over_its_walls(
   start, end = ((0.5, 0.0), (0.3, 0.4)) if leaving else ((0.3, 0.4), (0.5, 0.0))
   if via == (0.40, 0.23):
     start = via
+  if via == (0.45, 0.23):
+    end = via
   tool = torch.tensor([[*start, tool_z]])
   expert.target_pos[0] = torch.tensor([*end, 0.05 if leaving else 0.24])
   level = torch.tensor([0.2 if leaving else 0.24])
@@ -671,6 +676,38 @@ def test_a_bin_cleared_at_one_step_is_reported_beside_the_last_steps_outcome(
   never = script.Watch.empty(1)
   (row,) = script.env_rows(env, expert, expert.pour, verdict, never, 2.0)
   assert row["cleared_at_s"] is None and row["first_delivery_at_s"] is None
+
+
+def test_drop_positions_at_the_zone_edge_come_after_all_others(expert, rng):
+  # Hand computation: the delivery radius is 0.15 m; positions lie within
+  # 0.15 - edge_margin (12 mm), those beyond 0.15 - knock_margin (30 mm)
+  # form the edge ring, taken only when no inner position is free.
+  from experts.bin_pick.drop_zone import choose
+
+  destination = torch.tensor(DROP_DESTINATION)
+  d = torch.linalg.vector_norm(expert._drop_candidates - destination, dim=-1)
+  assert float(d.max()) == pytest.approx(
+    0.15 - CFG.edge_margin, abs=CFG.placement_spacing
+  )
+  assert float(d.max()) <= 0.15 - CFG.edge_margin + 1e-6
+  edge = d > 0.15 - CFG.knock_margin + 1e-6
+  assert edge.any() and (~edge).any()
+  cost = expert._drop_cost
+  assert float(cost[edge].min()) > float(cost[~edge].max())
+  counted = torch.ones(1, 1, dtype=torch.bool)
+  gap = CFG.drop_gap
+  # Random clearances with some inner position free: the cheapest free one.
+  clearance = torch.tensor(rng.uniform(-0.02, 0.05, len(d)), dtype=torch.float32)
+  clearance[torch.nonzero(~edge)[int(rng.integers(int((~edge).sum())))]] = 0.03
+  index, free = choose(clearance[None, :, None], counted, cost, gap)
+  free_cost = torch.where(clearance >= gap, cost, torch.inf)
+  assert bool(free[0]) and int(index[0]) == int(free_cost.argmin())
+  assert not bool(edge[index[0]])
+  # Every inner position blocked, some edge one free: an edge one.
+  clearance[~edge] = -0.01
+  clearance[torch.nonzero(edge)[int(rng.integers(int(edge.sum())))]] = 0.03
+  index, free = choose(clearance[None, :, None], counted, cost, gap)
+  assert bool(free[0]) and bool(edge[index[0]]) and float(clearance[index[0]]) >= gap
 
 
 def test_planning_in_a_cleared_bin_stops_the_expert(expert):

@@ -109,9 +109,15 @@ ROLL_MIN_SHIFT = 0.01
 ROLL_MIN_AWAY = 0.5
 """A roll leaves the wall only when its direction points this much away
 (cosine with the wall's inward normal)."""
-ROLL_OFFSETS = (0.0, 0.005, 0.01)
+ROLL_OFFSETS = (0.0, 0.005, 0.01, 0.015)
 """Hand starts off the object's top toward the roll [m]; the pads' 25 mm
-width keeps the top under their flat bottom up to 12.5 mm."""
+width keeps the top under their flat bottom up to 12.5 mm; at 15 mm their
+trailing edge presses 2.5 mm past the top line, where a round object of 8
+mm radius or more lies within 0.4 mm of its top (the press is 3 mm).
+Measured on the replica (pour and object seed 3, environment 2, at
+``e07fb10``): a cylinder in a corner, rolled off the end wall along the
+bin, had the housing 1.2 mm from the long wall at 10 mm, 3 mm or more at
+15."""
 TOPPLE_OFFSETS = (0.0, 0.005, 0.01, 0.015)
 """As ``ROLL_OFFSETS`` for a topple: 15 mm off still leaves the pads on 10 mm
 of a 26 mm top, and lets the housing clear the wall behind a thin object
