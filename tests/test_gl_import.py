@@ -15,7 +15,7 @@ import textwrap
 
 import pytest
 from script_runner import ROOT
-from test_glass_gl import HIDE_GL, _without_gl_choice
+from test_glass_gl import HIDE_GL, _osmesa_loads, _without_gl_choice
 
 # Imports the tasks, then triton's runtime (torch imports it lazily; imported
 # after libOSMesa, it killed the process), then opens a picture context.
@@ -65,6 +65,7 @@ def test_the_hiding_is_in_force(tmp_path):
   assert result.stdout.strip() == "None"
 
 
+@pytest.mark.skipif(not _osmesa_loads(), reason="no OSMesa on this machine")
 def test_without_egl_the_tasks_import_and_pictures_use_osmesa(tmp_path):
   out = _script(tmp_path, ("EGL",))
   assert out["gl"] == "osmesa"
