@@ -236,9 +236,9 @@ class BinPickExpertCfg:
   """Drop positions between ``knock_margin`` and this inside the delivery
   radius are taken only when no position within ``knock_margin`` is free:
   traced on pour and object seed 3 at ``e07fb10`` (environment 3), the
-  zone had no free position for the last two of 12 objects, and the one
-  with the most clearance overlapped a delivered cylinder by 10 mm; the
-  lowering knocked it rolling out of the zone [m]."""
+  zone had no free position for the last three of 12 objects, and the one
+  with the most clearance for the last overlapped a delivered cylinder by
+  10 mm; the lowering knocked it rolling out of the zone [m]."""
   placement_spacing: float = 0.01
   """Spacing of the grid of drop positions considered [m]."""
   drop_gap: float = 0.015
