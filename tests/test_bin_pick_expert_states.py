@@ -633,6 +633,16 @@ def test_an_object_undelivered_after_its_verified_delivery(
   assert row["undelivered_reasons"] == {"obj_00": reason}
 
 
+def _at_the_drop_point(expert: BinPickExpert) -> torch.Tensor:
+  """Root state [1, 13] of the one box resting upright at the drop point."""
+  on_table = torch.zeros(1, 13)
+  half_height = expert.pour.cfg.objects[0].extent[2]
+  origin = expert.env.scene.env_origins[0]
+  on_table[0, :3] = origin + torch.tensor([*DROP_DESTINATION, half_height])
+  on_table[0, 3] = 1.0
+  return on_table
+
+
 def test_a_bin_cleared_at_one_step_is_reported_beside_the_last_steps_outcome(
   expert, rng
 ):
@@ -646,10 +656,7 @@ def test_a_bin_cleared_at_one_step_is_reported_beside_the_last_steps_outcome(
   env = expert.env
   obj = env.scene["obj_00"]
   poured = torch.cat([obj.data.root_link_pose_w, torch.zeros(1, 6)], dim=-1)
-  on_table = torch.zeros(1, 13)
-  half_height = expert.pour.cfg.objects[0].extent[2]
-  on_table[0, :3] = env.scene.env_origins[0] + torch.tensor([0.3, 0.4, half_height])
-  on_table[0, 3] = 1.0
+  on_table = _at_the_drop_point(expert)
   cleared_step = int(rng.integers(2, 30))
   watch = script.Watch.empty(1)
   quiet = torch.zeros(1, dtype=torch.bool)
@@ -715,10 +722,7 @@ def test_planning_in_a_cleared_bin_stops_the_expert(expert):
   # cleared, and the next plan stops the environment with that outcome.
   env = expert.env
   obj = env.scene["obj_00"]
-  on_table = torch.zeros(1, 13)
-  half_height = expert.pour.cfg.objects[0].extent[2]
-  on_table[0, :3] = env.scene.env_origins[0] + torch.tensor([0.3, 0.4, half_height])
-  on_table[0, 3] = 1.0
+  on_table = _at_the_drop_point(expert)
   obj.write_root_state_to_sim(on_table)
   env.sim.forward()
   assert bool(_refresh_verdict(env)["bin_cleared"][0])
