@@ -417,35 +417,30 @@ def test_segment_box_span_matches_a_sampled_segment(rng):
 
 
 @pytest.mark.parametrize(
-  "leaving, offset, tool_z, via",
+  "leaving, offset, tool_z, start, end, via",
   [
     # 140 mm bin: outer walls x 0.42..0.58, y -0.21..0.21; 30 mm margin.
     # Out of the bin from its centre to (0.3, 0.4): x reaches 0.39 at 0.55
     # of the way, before y reaches 0.24 (0.6).
-    (True, (0.0, 0.0), 0.2, (0.39, 0.22)),
+    (True, (0.0, 0.0), 0.2, (0.5, 0.0), (0.3, 0.4), (0.39, 0.22)),
     # The held object 20 mm to the tool's +x: it reaches x = 0.39 later
     # (0.65), so y = 0.24 comes first (0.6): tool at (0.38, 0.24).
-    (True, (0.02, 0.0), 0.2, (0.38, 0.24)),
+    (True, (0.02, 0.0), 0.2, (0.5, 0.0), (0.3, 0.4), (0.38, 0.24)),
     # Into the bin from (0.3, 0.4), low: at the transit height from x = 0.39.
-    (False, (0.0, 0.0), 0.05, (0.39, 0.22)),
+    (False, (0.0, 0.0), 0.05, (0.3, 0.4), (0.5, 0.0), (0.39, 0.22)),
     # Already at the transit height: straight in.
-    (False, (0.0, 0.0), 0.25, None),
+    (False, (0.0, 0.0), 0.25, (0.3, 0.4), (0.5, 0.0), None),
     # Low and already within the margin (a retreat beside the bin's end): up
     # where it is first, then level (a diagonal from there met the wall).
-    (False, (0.0, 0.0), 0.05, (0.40, 0.23)),
-    # Out of the bin to a target within the margin, (0.45, 0.23): level until
-    # over it, then down (a diagonal pressed the held object on the wall).
-    (True, (0.0, 0.0), 0.2, (0.45, 0.23)),
+    (False, (0.0, 0.0), 0.05, (0.40, 0.23), (0.5, 0.0), (0.40, 0.23)),
+    # Out of the bin to a target within the margin: level until over it,
+    # then down (a diagonal pressed the held object on the wall).
+    (True, (0.0, 0.0), 0.2, (0.5, 0.0), (0.45, 0.23), (0.45, 0.23)),
   ],
 )
 def test_moves_out_of_and_into_the_bin_stay_level_over_its_walls(
-  expert, leaving, offset, tool_z, via
+  expert, leaving, offset, tool_z, start, end, via
 ):
-  start, end = ((0.5, 0.0), (0.3, 0.4)) if leaving else ((0.3, 0.4), (0.5, 0.0))
-  if via == (0.40, 0.23):
-    start = via
-  if via == (0.45, 0.23):
-    end = via
   tool = torch.tensor([[*start, tool_z]])
   expert.target_pos[0] = torch.tensor([*end, 0.05 if leaving else 0.24])
   level = torch.tensor([0.2 if leaving else 0.24])

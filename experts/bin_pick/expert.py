@@ -544,8 +544,10 @@ class BinPickExpert:
     # others (edge_margin).
     centre = 0.5 * (self._bin_lo + self._bin_hi)
     offset = self._drop_candidates - centre
-    edge = torch.linalg.vector_norm(self._drop_candidates - self._drop_centre, dim=-1)
-    edge = edge > drop_radius - cfg.knock_margin + 1e-6
+    from_destination = torch.linalg.vector_norm(
+      self._drop_candidates - self._drop_centre, dim=-1
+    )
+    edge = from_destination > drop_radius - cfg.knock_margin + 1e-6
     self._drop_cost = offset.abs().amax(-1) + 1e-3 * offset.norm(dim=-1) + edge.float()
     self._dirs = directions(_FOOTPRINT_DIRECTIONS, dev)
     left = _finger_box_corners(env.sim.mj_model).to(dev)
