@@ -46,7 +46,7 @@ def test_action_beyond_bounds_against_a_hand_computation(rng):
 
 
 def test_target_lead_is_zero_at_reset_and_full_when_pressing_on_the_table(rng):
-  """Driving the tool down into the table holds the target
+  """Driving the tool down into the table (or the tray's rim) holds the target
   ``max_target_lead`` below it: the penalty is 1 and the observation is
   that lead in the base frame (SciPy); free motion leads by less."""
   env = _env(2, int(rng.integers(1 << 31)))
@@ -61,6 +61,15 @@ def test_target_lead_is_zero_at_reset_and_full_when_pressing_on_the_table(rng):
     assert (moving > 0.05).all() and (moving < 0.9).all()
     for _ in range(60):  # 3 s: the tool starts about 0.3 m above the table
       env.step(down)
+    # The tray lies at random and the hand may come down on its rim, then
+    # slide off it (seed 9129582949205988703: falling at step 61, lead
+    # 0.84): press until every tool has stopped moving down.
+    site = mdp.site_id(env, TCP_SITE_NAME)
+    for _ in range(60):
+      before = env.sim.data.site_xpos[:, site, 2].clone()
+      env.step(down)
+      if bool(((before - env.sim.data.site_xpos[:, site, 2]).abs() < 1e-4).all()):
+        break
     np.testing.assert_allclose(common_mdp.target_lead(env).numpy(), 1.0, atol=0.02)
     base = env.scene["robot"].data.root_link_quat_w.double().numpy()
     tool = env.sim.data.site_xpos[:, mdp.site_id(env, TCP_SITE_NAME)]
