@@ -124,6 +124,29 @@ def test_parts_of_a_footprint_count_as_its_union(rng):
   assert float(sep) == pytest.approx(exact, abs=1e-7)  # 10 mm above the leg.
 
 
+def test_supports_on_turned_directions_are_the_turned_footprints(rng):
+  # A footprint turned by R, on directions u, against the unturned one on
+  # per-footprint directions R^T u: the same supports (a hand rotation of
+  # the points, per batch entry).
+  dirs = directions(64).double()
+  for _ in range(20):
+    n = int(rng.integers(1, 4))
+    polys = [_random_polygon(rng, 0.05) for _ in range(n)]
+    size = max(len(p) for p in polys)
+    points = np.stack(
+      [np.concatenate([p, np.repeat(p[:1], size - len(p), 0)]) for p in polys]
+    )
+    radius = rng.uniform(0.0, 0.01, (n, 1))
+    angle = rng.uniform(-math.pi, math.pi, n)
+    c, s = np.cos(angle), np.sin(angle)
+    rot = np.stack([np.stack([c, -s], -1), np.stack([s, c], -1)], -2)  # [n, 2, 2]
+    turned_points = np.einsum("nij,npj->npi", rot, points)[:, None]
+    expected = supports(torch.tensor(turned_points), torch.tensor(radius), dirs)
+    turned = (dirs @ torch.tensor(rot))[:, None]  # R^T u per entry [n, 1, U, 2]
+    got = supports(torch.tensor(points)[:, None], torch.tensor(radius), turned)
+    torch.testing.assert_close(got, expected, atol=1e-12, rtol=0)
+
+
 def test_choose_takes_the_cheapest_free_candidate_else_the_roomiest(rng):
   outcomes = set()
   for _ in range(50):

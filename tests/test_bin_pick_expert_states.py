@@ -786,7 +786,8 @@ def test_the_released_fingers_footprint_is_the_simulated_fingers(expert, env, rn
   # The fingers' footprint (pads and links) that the drop-position check
   # adds to the held object's, at the fingers' current opening, against the
   # simulated finger boxes' corners (C MuJoCo's geom poses), for a random
-  # hand turn and a random opening.
+  # hand turn and a random opening, and turned by a random carry turn
+  # about the tool (the corners turned by hand).
   from experts.bin_pick.drop_zone import supports
 
   turn = quat_from_angle_axis(
@@ -825,13 +826,106 @@ def test_the_released_fingers_footprint_is_the_simulated_fingers(expert, env, rn
   expert.release_width[0] = abs(float(gap)) - 2 * RG2_PAD_HALF[0]
   now = expert._read()
   centre = torch.tensor([[0.01, -0.02]])
-  mine = expert._finger_supports(torch.tensor([0]), now, centre)[0]
-  sims = supports(corners[..., :2] - centre, torch.zeros(len(boxes)), expert._dirs)
+  angle = rng.uniform(-np.pi, np.pi)
+  rot = torch.tensor(
+    [[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]],
+    dtype=torch.float32,
+  )
+  turned = (expert._dirs @ rot)[None, None]
+  mine = expert._finger_supports(torch.tensor([0]), now, centre, turned)[0]
+  flat = (corners[..., :2] - centre) @ rot.T  # Each corner turned about the centre.
+  sims = supports(flat, torch.zeros(len(boxes)), expert._dirs)
   # Per direction, the outermost part of each side must agree.
   torch.testing.assert_close(mine.amax(0), sims.amax(0), atol=1e-3, rtol=0)
   torch.testing.assert_close(
     mine.sort(0).values, sims.sort(0).values, atol=1e-3, rtol=0
   )
+
+
+def test_the_held_footprint_is_the_object_turned_about_the_tool(expert, env, rng):
+  # The held object's parts that the drop-position check places, for a
+  # random carry turn: the posed object's geom points turned by hand about
+  # the tool axis, their supports about the turned centre.
+  from experts.bin_pick.drop_zone import supports
+  from mjlab_tasks.bin_pick.env_cfg import object_geom_points
+
+  now = expert._read()
+  angle = rng.uniform(-np.pi, np.pi)
+  c, s = np.cos(angle), np.sin(angle)
+  rot = torch.tensor([[c, -s], [s, c]], dtype=torch.float32)
+  held, _, _ = expert._footprints(torch.tensor([0]), now, rot[None])
+  points, radius = object_geom_points(env, expert.names[0])
+  tool = now.tool_pos[0, :2].double().numpy()
+  r = rot.double().numpy()
+  turned = (points[0, ..., :2].double().numpy() - tool) @ r.T + tool
+  centre = (now.obj_pos[0, :2].double().numpy() - tool) @ r.T + tool
+  want = supports(torch.tensor(turned - centre), radius.double(), expert._dirs.double())
+  parts = len(radius)
+  torch.testing.assert_close(held[0, :parts].double(), want, atol=1e-5, rtol=0)
+
+
+def test_the_carry_turns_the_hand_with_the_swing_and_the_wrist_toward_zero(
+  expert, env, rng
+):
+  # Hand computation: the swing is the bearing of the drop destination less
+  # the tool's, about the base axis; the turn is the swing less the wrist
+  # joint's turn toward zero, of at most the swing less the drop zone's
+  # bearing spread (the farthest drop position from the destination, seen
+  # from the base). Random tools and wrist positions.
+  robot = env.scene["robot"]
+  joint = robot.joint_names.index("wrist_3")
+  base = expert._base_xy[0].double().numpy()
+  destination = np.asarray(DROP_DESTINATION)
+  reach = torch.linalg.vector_norm(
+    expert._drop_candidates - torch.tensor(DROP_DESTINATION), dim=-1
+  ).max()
+  spread = np.arcsin(float(reach) / np.linalg.norm(destination - base))
+  for _ in range(12):
+    q = robot.data.joint_pos.clone()
+    q[0, joint] = float(rng.uniform(-np.pi, np.pi))
+    robot.write_joint_position_to_sim(q)
+    env.sim.forward()
+    tool = np.array([rng.uniform(0.3, 0.7), rng.uniform(-0.3, 0.3), 0.2])
+    got = float(expert._carry_turn(torch.tensor(tool, dtype=torch.float32)[None])[0])
+    to_drop = np.arctan2(*(destination - base)[::-1])
+    swing = (to_drop - np.arctan2(*(tool[:2] - base)[::-1]) + np.pi) % (2 * np.pi)
+    swing -= np.pi
+    room = max(abs(swing) - spread, 0.0)
+    back = float(np.clip(-float(q[0, joint]), -room, room))
+    assert got == pytest.approx(swing - back, abs=1e-5)
+
+
+def test_a_carry_turns_the_hand_to_its_drop_position_within_the_swing(env):
+  # Live (the expert from its first plan, C engine): over the carry the
+  # hand turns by the carry's turn (within the arrival tolerance), the held
+  # object's centre arrives over the chosen drop position (the turned
+  # offset), and the wrist joint turns less than the base (the base's swing
+  # sets the carry's pace).
+  env.reset()
+  env.sim.forward()
+  expert = BinPickExpert(env)
+  robot = env.scene["robot"]
+  joints = [robot.joint_names.index(n) for n in ("shoulder_pan", "wrist_3")]
+  start = None
+  try:
+    for _ in range(400):
+      stage = Stage(int(expert.stage[0]))
+      if stage == Stage.CARRY and start is None:
+        turn = float(expert._carry_turn(expert._tool()[0])[0])
+        start = (expert._tool()[1].clone(), robot.data.joint_pos[0, joints].clone())
+      if stage == Stage.LOWER:
+        break
+      env.step(expert.act())
+    assert Stage(int(expert.stage[0])) == Stage.LOWER, "no carry within 400 steps"
+    tool_quat = expert._tool()[1]
+    yaw = axis_angle_from_quat(quat_mul(tool_quat, quat_inv(start[0])))[0]
+    assert float(yaw[2]) == pytest.approx(turn, abs=CFG.rot_tolerance + 0.01)
+    held = expert._object_pos()[0, 0, :2]
+    assert float(torch.linalg.vector_norm(held - expert.drop_xy[0])) < 0.006
+    pan, wrist = (robot.data.joint_pos[0, joints] - start[1]).abs().tolist()
+    assert wrist < pan
+  finally:
+    expert.close()
 
 
 @pytest.mark.parametrize("delivered", [True, False])

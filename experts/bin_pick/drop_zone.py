@@ -35,8 +35,10 @@ def supports(
   points: torch.Tensor, radius: torch.Tensor, dirs: torch.Tensor
 ) -> torch.Tensor:
   """Support values [..., U] of footprints given as points [..., P, 2]
-  (horizontal) swept by ``radius`` [...]."""
-  return (points @ dirs.T).amax(-2) + radius[..., None]
+  (horizontal) swept by ``radius`` [...], on directions [U, 2] or, per
+  leading index, [..., 1, U, 2] (a footprint turned by R has on u the
+  support the unturned one has on R^T u)."""
+  return (points @ dirs.mT).amax(-2) + radius[..., None]
 
 
 def grid(centre: tuple[float, float], radius: float, spacing: float) -> torch.Tensor:
