@@ -1291,20 +1291,21 @@ class BinPickExpert:
     """Lifted: carry the object over a free drop slot, level while it is
     over the bin's walls, the hand turning with the arm's swing."""
     m = now.at(Stage.LIFT) & now.arrived
+    if not bool(m.any()):
+      return
+    ids = m.nonzero().flatten()
     turn = self._carry_turn(now.tool_pos)
     rot = _rotation_2d(turn)
     # The object's centre from the tool, as the turn will leave it.
     held_at = (rot @ (now.obj_pos - now.tool_pos)[:, :2, None])[..., 0]
-    if bool(m.any()):
-      ids = m.nonzero().flatten()
-      self._choose_drop(ids, now, rot[ids])
-      # Put the object's centre (not the tool) over the slot.
-      self.target_pos[ids, :2] = self.drop_xy[ids] - held_at[ids]
-      self.target_pos[ids, 2] = self.approach_z[ids]
-      up = torch.tensor([0.0, 0.0, 1.0], device=self.device).expand(len(ids), 3)
-      self.target_quat[ids] = quat_mul(
-        quat_from_angle_axis(turn[ids], up), self.target_quat[ids]
-      )
+    self._choose_drop(ids, now, rot[ids])
+    # Put the object's centre (not the tool) over the slot.
+    self.target_pos[ids, :2] = self.drop_xy[ids] - held_at[ids]
+    self.target_pos[ids, 2] = self.approach_z[ids]
+    up = torch.tensor([0.0, 0.0, 1.0], device=self.device).expand(len(ids), 3)
+    self.target_quat[ids] = quat_mul(
+      quat_from_angle_axis(turn[ids], up), self.target_quat[ids]
+    )
     self._enter(m, Stage.CARRY)
     # On its way the turn swings the object's centre about the tool axis.
     sweep = torch.linalg.vector_norm(held_at, dim=-1) * 2 * (turn.abs() / 2).sin()
