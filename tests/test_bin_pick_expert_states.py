@@ -476,6 +476,49 @@ def test_a_routed_move_aims_at_its_via_point_then_at_its_target(expert, rng):
   assert Stage(int(expert.stage[0])) == Stage.DESCEND
 
 
+def test_a_move_past_the_base_axis_keeps_off_it(expert, rng):
+  # Random straight moves about the arm's base: one whose segment passes
+  # nearer the base axis than the reach band's inner radius gets a via
+  # point, its nearest point pushed out to that radius (found here by
+  # sampling the segment); one that keeps off, or one already routed,
+  # does not.
+  base = expert._base_xy[0].double().numpy()
+  inner = CFG.reach[0]
+  mask = torch.ones(1, dtype=torch.bool)
+  kinds = set()
+  for _ in range(40):
+    ends = [base + rng.uniform(0.3, 0.7) * np.array([np.cos(b), np.sin(b)])
+            for b in rng.uniform(-np.pi, np.pi, 2)]  # fmt: skip
+    z = rng.uniform(0.1, 0.3, 2)
+    tool = torch.tensor([[*ends[0], z[0]]], dtype=torch.float32)
+    expert.target_pos[0] = torch.tensor([*ends[1], z[1]], dtype=torch.float32)
+    routed = bool(rng.uniform() < 0.2)
+    expert.via[0] = 0.0
+    expert.via_on[0] = routed
+    expert._keep_off_base(mask, tool)
+    t = np.linspace(0.0, 1.0, 20001)
+    for _ in range(2):  # Sampled, then sampled again about the nearest.
+      points = ends[0] + t[:, None] * (ends[1] - ends[0]) - base
+      dist = np.linalg.norm(points, axis=1)
+      j = int(dist.argmin())
+      t = np.linspace(t[max(j - 1, 0)], t[min(j + 1, len(t) - 1)], 20001)
+    nearest = points[j]
+    if routed:
+      kinds.add("routed")
+      assert bool(expert.via_on[0]) and float(expert.via[0].abs().sum()) == 0.0
+    elif dist.min() >= inner + 1e-4:
+      kinds.add("clear")
+      assert not bool(expert.via_on[0])
+    elif dist.min() < inner - 1e-4:
+      kinds.add("via")
+      assert bool(expert.via_on[0])
+      via = expert.via[0].double().numpy()
+      expected = base + inner * nearest / np.linalg.norm(nearest)
+      np.testing.assert_allclose(via[:2], expected, atol=1e-4)
+      assert via[2] == pytest.approx(max(z), abs=1e-6)
+  assert kinds == {"routed", "clear", "via"}
+
+
 @pytest.mark.parametrize(
   "spin, stage_time, then",
   [(0.0, 0.0, Stage.RELEASE), (0.3, 0.0, Stage.LOWER), (0.3, 2.0, Stage.RELEASE)],
@@ -710,6 +753,54 @@ def test_drop_positions_at_the_zone_edge_come_after_all_others(expert, rng):
   clearance[torch.nonzero(edge)[int(rng.integers(int(edge.sum())))]] = 0.03
   index, free = choose(clearance[None, :, None], counted, cost, gap)
   assert bool(free[0]) and bool(edge[index[0]]) and float(clearance[index[0]]) >= gap
+
+
+@pytest.mark.parametrize(
+  "speed, waits, stage_time, then",
+  [
+    (1.0, 0, 0.0, "waits"),
+    (1.0, 0, CFG.settle_time, "plans, then waits"),
+    (1.0, CFG.settle_retries, CFG.settle_time, "done"),
+    (0.0, 0, 0.0, "done"),
+  ],
+)
+def test_an_object_in_flight_over_the_base_holds_off_giving_up(
+  expert, speed, waits, stage_time, then, rng
+):
+  # The one object thrown over the arm's base (inside the reach band's inner
+  # radius: never eligible), flying at `speed`: the replica would pose it in
+  # mid-air where it blocks the arm, so nothing found then is final. The
+  # expert waits for it (settle_time), and a plan that finds nothing while
+  # it still flies waits again, settle_retries times at most.
+  env = expert.env
+  obj = env.scene["obj_00"]
+  state = torch.cat([obj.data.root_link_pose_w, torch.zeros(1, 6)], dim=-1)
+  bearing = rng.uniform(-np.pi, np.pi)
+  radius = rng.uniform(0.05, CFG.reach[0] - 0.05)
+  xy = expert._base_xy[0] + radius * torch.tensor([np.cos(bearing), np.sin(bearing)])
+  state[0, :2] = xy + env.scene.env_origins[0, :2]
+  state[0, 2] = 0.3
+  direction = rng.normal(size=3)
+  state[0, 7:10] = torch.tensor(speed * direction / np.linalg.norm(direction))
+  obj.write_root_state_to_sim(state)
+  env.sim.forward()
+  verdict = _refresh_verdict(env)
+  assert bool(verdict["slow"][0, 0]) == (speed == 0.0)
+  assert not bool(expert._eligible(verdict)[0, 0])
+  expert._waits[0] = waits
+  _set(expert, Stage.PLAN, stage_time)
+  expert.act()
+  notes = [t["note"] for t in expert.logs[0].transitions]
+  if then == "waits":
+    assert Stage(int(expert.stage[0])) == Stage.PLAN and notes == []
+  elif then == "plans, then waits":
+    assert Stage(int(expert.stage[0])) == Stage.PLAN
+    assert notes == ["nothing feasible while an object moves: wait"]
+    assert expert._waits[0] == 1
+    assert float(expert.stage_time[0]) < CFG.settle_time  # The wait starts over.
+  else:
+    assert Stage(int(expert.stage[0])) == Stage.DONE
+    assert expert.logs[0].outcome == "finished"
 
 
 def test_planning_in_a_cleared_bin_stops_the_expert(expert):
@@ -948,7 +1039,7 @@ def test_a_placement_is_checked_while_the_expert_plans_on(
 
   monkeypatch.setattr(module, "task_verdict", verdict)
   planned = []
-  monkeypatch.setattr(expert, "_plan", lambda ids: planned.append(list(ids)))
+  monkeypatch.setattr(expert, "_plan", lambda ids, moving: planned.append(list(ids)))
   _set(expert, Stage.RETREAT)
   expert.act()
   assert Stage(int(expert.stage[0])) == Stage.PLAN

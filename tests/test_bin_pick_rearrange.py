@@ -498,6 +498,39 @@ def test_a_standing_object_by_a_wall_is_toppled_away_from_it(scene):
   assert rejections["lands_too_wide"] >= 1
 
 
+def test_a_low_object_by_a_wall_is_toppled_last_unless_it_is_flat(scene):
+  """A box standing on its 26 x 27 mm end against a long wall (37 mm tall:
+  under the standing rule's 50 mm, so a wall object) fits no hand behind
+  it and no roll: it is toppled off the wall, its thickness and
+  ``topple_overshoot`` farther, checked against its extent computed here.
+  The same box lying on its 37 x 27 mm face against an end wall is 26 mm
+  tall and 27 mm thick along the move: the pads' pull cannot tip it over
+  (too_flat), so it gets no topple."""
+  r = scene.replica
+  k = scene.box
+  scene.reset()
+  scene.place(k, ALONG_X, scene.centre, snap=((0, 1),))
+  lo, hi = scene.extent(k)
+  thickness, height = hi[0] - lo[0], hi[2] - lo[2]
+  assert thickness < height < 0.05
+  assert object_situation(r, k) == "wall"
+  plan, rejections = plan_push(r, k, "wall", scene.transit, scene.arm_q)
+  assert plan is not None and plan.kind == "topple", rejections
+  assert plan.reason == "wall" and rejections["too_flat"] == 0
+  np.testing.assert_allclose(plan.direction_w, [-1.0, 0.0, 0.0], atol=1e-9)
+  length = float(np.linalg.norm(plan.end_w - plan.start_w))
+  assert length == pytest.approx(thickness + CFG.topple_overshoot, abs=1e-6)
+  assert plan.start_w[2] == pytest.approx(hi[2] + RG2_PAD_HALF[2] - CFG.roll_press)
+
+  scene.reset()
+  scene.place(k, UPRIGHT, scene.centre, snap=((1, 1),))
+  lo, hi = scene.extent(k)
+  assert hi[2] - lo[2] < hi[1] - lo[1]  # Lower than thick along y.
+  plan, rejections = plan_push(r, k, "wall", scene.transit, scene.arm_q)
+  assert plan is None or plan.kind != "topple", plan
+  assert rejections["too_flat"] == 1
+
+
 def test_only_round_lying_objects_roll(scene):
   """A box by a wall gets no roll (it would be dragged, and pad and floor
   friction are equal); nor does a capsule standing on end."""
@@ -574,12 +607,14 @@ def _live_bounds(env, name: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 @pytest.mark.slow  # About 100 steps.
-def test_the_expert_topples_a_standing_l_block_off_the_wall():
-  """Live: an L-block standing on its 26 mm edge 1 mm from a long wall,
-  alone in the default bin, has no grasp; the expert topples it (closed
-  pads on its top, away from the wall) and in the simulator it falls over:
-  afterwards it lies flat (its thin axis vertical, at most 30 mm tall) and
-  off the wall by more than 10 mm."""
+@pytest.mark.parametrize("kind, reason", [("ell", "standing"), ("box", "wall")])
+def test_the_expert_topples_a_standing_object_off_the_wall(kind, reason):
+  """Live: an L-block standing on its 26 mm edge, or a box standing on its
+  26 x 27 mm end (37 mm tall: too low for the standing rule), 1 mm from a
+  long wall, alone in the default bin, has no grasp; the expert topples it
+  (closed pads on its top, away from the wall) and in the simulator it
+  falls over: afterwards it lies flat (its thin axis vertical, at most 30
+  mm tall) and off the wall by more than 10 mm."""
   from experts.bin_pick.expert import BinPickExpert
 
   env = make_env(bin_pick_env_cfg(num_envs=1, objects=4), device="cpu", engine="mujoco")
@@ -588,7 +623,7 @@ def test_the_expert_topples_a_standing_l_block_off_the_wall():
     env.reset()
     pour = pourer(env)
     names = pour.cfg.names
-    k = [o.kind for o in pour.cfg.objects].index("ell")
+    k = [o.kind for o in pour.cfg.objects].index(kind)
     origin = env.scene.env_origins[0]
     for j, name in enumerate(names):
       state = torch.zeros(1, 13)
@@ -602,14 +637,16 @@ def test_the_expert_topples_a_standing_l_block_off_the_wall():
     env.step(torch.zeros(1, 7))
     inner_hi_x = BIN_CENTRE[0] + pour.cfg.geometry.width / 2 + float(origin[0])
     lo, hi = _live_bounds(env, names[k])
+    state = torch.zeros(1, 13)
     state[0, :3] = env.scene[names[k]].data.root_link_pos_w[0]
+    state[0, 3:7] = torch.tensor(ALONG_X)
     state[0, 0] += inner_hi_x - 0.001 - hi[0]
     state[0, 2] += BIN_FLOOR + float(origin[2]) + 0.001 - lo[2]
     env.scene[names[k]].write_root_state_to_sim(state)
     for _ in range(20):  # Let it settle against the wall.
       env.step(torch.zeros(1, 7))
     lo, hi = _live_bounds(env, names[k])
-    assert inner_hi_x - hi[0] < 0.003 and hi[2] - lo[2] > 0.06
+    assert inner_hi_x - hi[0] < 0.003 and hi[2] - lo[2] > 0.035
     expert = BinPickExpert(env)
     for _ in range(300):
       env.step(expert.act())
@@ -622,7 +659,7 @@ def test_the_expert_topples_a_standing_l_block_off_the_wall():
       expert.close()
     env.close()
   (move,) = expert.logs[0].rearrangements
-  assert move["kind"] == "topple" and move["reason"] == "standing"
+  assert move["kind"] == "topple" and move["reason"] == reason
   assert move["direction"] == pytest.approx([-1.0, 0.0], abs=1e-3)
   rot = np.zeros(9)
   mujoco.mju_quat2Mat(rot, quat)

@@ -19,7 +19,9 @@ line, or diagonally, moves it somewhere graspable. Two kinds:
   topple for a standing object by a wall, which no hand fits behind: the
          closed pads press on its top and move away from the wall across
          its thin side, its thickness and ``topple_overshoot`` farther; the
-         top goes with them and the object falls over, away from the wall
+         top goes with them and the object falls over, away from the wall.
+         Also, last, for any object by a wall at least as tall as it is
+         thick that way, when neither a roll nor a push fits
 
 The hand is untilted (approach straight down) and closed, with its closing
 axis across the push (the closed pads' edges push) or along it (the pads'
@@ -49,6 +51,8 @@ failure naming the rejection:
   lands_too_wide      (a topple) lying after it, the object would be wider
                       than ``topple_max_width`` on both horizontal sides:
                       no grasp takes it there either
+  too_flat            (a topple) the object is lower than it is thick along
+                      the move: pressed on its top, it does not tip over
 
 A sampled feasibility check, not a continuous collision-free motion proof.
 """
@@ -75,6 +79,7 @@ PUSH_REJECTIONS = (
   "approach_collision",
   "path_collision",
   "lands_too_wide",
+  "too_flat",
 )
 PUSH_KINDS = ("push", "tip", "roll", "topple")
 _ROUND_GEOMS = (
@@ -460,19 +465,21 @@ def plan_push(
   # Nothing fits behind an object by a wall: roll a round one (one lying
   # across the bin too: against an end wall, neither a grasp nor a push fits
   # behind it), topple a standing one, pressing on its top.
-  from_top = []
+  rolls, topples = [], []
   if reason in ("wall", "standing", "across"):
-    from_top = [
+    rolls = [
       _Move((), direction, "roll", room)
       for direction, room in _roll_directions(replica, k, points, interior)
     ]
-  if reason == "standing" and not from_top:
-    from_top = [
+  if reason in ("wall", "standing") and not rolls:
+    topples = [
       _Move((), direction, "topple", room)
       for direction, room in _topple_directions(points, interior)
     ]
-  try:
-    for move in from_top:
+
+  def press_on_top(moves: list) -> PushPlan | None:
+    nonlocal budget
+    for move in moves:
       if move.kind == "roll":
         # It rolls under the pads: its centre moves half as far as the hand.
         travel = 2.0 * min(cfg.roll_shift, move.room - ROOM_MARGIN)
@@ -483,6 +490,9 @@ def plan_push(
           rejections["lands_too_wide"] += 1
           continue
         thickness = float(np.ptp(points @ move.direction))
+        if z_hi - z_lo < thickness:
+          rejections["too_flat"] += 1
+          continue
         travel = min(thickness + cfg.topple_overshoot, move.room - ROOM_MARGIN)
       if travel < 2.0 * ROLL_MIN_SHIFT:
         rejections["no_room"] += 1
@@ -494,7 +504,18 @@ def plan_push(
         rejections, press=ROLL_TOUCH_GAP + cfg.roll_press,
       )  # fmt: skip
       if plan is not None:
-        return plan, rejections
+        return plan
+    return None
+
+  try:
+    # A standing object topples first; one by a wall (not standing, so
+    # lower) only when nothing gets behind it. Pads and floor have equal
+    # friction, so the pads' pull on the top (at most their press) tips the
+    # object over its leading bottom edge only if its height exceeds the
+    # press's distance from that edge, up to its thickness (too_flat).
+    first = press_on_top(rolls + (topples if reason == "standing" else []))
+    if first is not None:
+      return first, rejections
     for move in _candidate_moves(replica, k, reason, interior, points):
       if budget <= 0:
         break
@@ -527,6 +548,8 @@ def plan_push(
       )  # fmt: skip
       if plan is not None:
         return plan, rejections
+    if reason == "wall":
+      return press_on_top(topples), rejections
     return None, rejections
   finally:
     replica.data.qpos[:] = saved
