@@ -501,8 +501,9 @@ def test_a_standing_object_by_a_wall_is_toppled_away_from_it(scene):
 def test_a_low_object_by_a_wall_is_toppled_last_unless_it_is_flat(scene):
   """A box standing on its 26 x 27 mm end against a long wall (37 mm tall:
   under the standing rule's 50 mm, so a wall object) fits no hand behind
-  it and no roll: it is toppled off the wall, its thickness and
-  ``topple_overshoot`` farther, checked against its extent computed here.
+  it and no roll; asked for a topple only (the expert's last resort), it
+  is toppled off the wall, its thickness and ``topple_overshoot`` farther,
+  checked against its extent computed here.
   The same box lying on its 37 x 27 mm face against an end wall is 26 mm
   tall and 27 mm thick along the move: the pads' pull cannot tip it over
   (too_flat), so it gets no topple."""
@@ -515,6 +516,10 @@ def test_a_low_object_by_a_wall_is_toppled_last_unless_it_is_flat(scene):
   assert thickness < height < 0.05
   assert object_situation(r, k) == "wall"
   plan, rejections = plan_push(r, k, "wall", scene.transit, scene.arm_q)
+  assert plan is None, plan  # No roll, no push, and a wall topple comes last.
+  plan, rejections = plan_push(
+    r, k, "wall", scene.transit, scene.arm_q, topple_only=True
+  )
   assert plan is not None and plan.kind == "topple", rejections
   assert plan.reason == "wall" and rejections["too_flat"] == 0
   np.testing.assert_allclose(plan.direction_w, [-1.0, 0.0, 0.0], atol=1e-9)
@@ -526,7 +531,9 @@ def test_a_low_object_by_a_wall_is_toppled_last_unless_it_is_flat(scene):
   scene.place(k, UPRIGHT, scene.centre, snap=((1, 1),))
   lo, hi = scene.extent(k)
   assert hi[2] - lo[2] < hi[1] - lo[1]  # Lower than thick along y.
-  plan, rejections = plan_push(r, k, "wall", scene.transit, scene.arm_q)
+  plan, rejections = plan_push(
+    r, k, "wall", scene.transit, scene.arm_q, topple_only=True
+  )
   assert plan is None or plan.kind != "topple", plan
   assert rejections["too_flat"] == 1
 
@@ -666,3 +673,57 @@ def test_the_expert_topples_a_standing_object_off_the_wall(kind, reason):
   assert abs(rot.reshape(3, 3)[2, 2]) > 0.9  # The thin axis (local z) vertical.
   assert hi[2] - lo[2] < 0.03
   assert inner_hi_x - hi[0] > 0.01
+
+
+@pytest.mark.parametrize(
+  "pushable_one, toppled_before, expected",
+  [
+    (None, (), ("topple", 0)),  # Nothing else: the first wall object's topple.
+    (2, (), ("push", 2)),  # Another object's push comes before any topple.
+    (None, (0,), ("topple", 1)),  # A wall topple once per object.
+    (None, (0, 1), ("topple", 2)),
+    (None, (0, 1, 2), None),
+  ],
+)
+def test_the_expert_topples_a_wall_object_after_every_other_push(
+  monkeypatch, pushable_one, toppled_before, expected
+):
+  """The expert's choice among three objects by a wall (fake plans: each
+  object's rolls and pushes infeasible but for ``pushable_one``; every
+  topple feasible): rolls and pushes of every object first, then a topple,
+  of an object not toppled before."""
+  import experts.bin_pick.expert as expert_module
+  from experts.bin_pick.expert import BinPickExpert, BinPickExpertCfg
+  from experts.bin_pick.rearrange import PushPlan
+
+  calls = []
+
+  def fake_plan(replica, k, reason, transit_z, q_now, cfg, topple_only=False):
+    calls.append((k, topple_only))
+    kind = "topple" if topple_only else "push"
+    if topple_only or k == pushable_one:
+      plan = PushPlan(k, reason, kind, np.zeros(3), np.zeros(3), np.zeros(3),
+                      np.eye(3), 0.3)  # fmt: skip
+      return plan, {}
+    return None, {"no_room": 1}
+
+  class Replica:
+    def object_triangles(self, k):
+      return np.full((1, 3, 3), 0.1 - 0.01 * k)  # Object 0 is the highest.
+
+  monkeypatch.setattr(expert_module, "plan_push", fake_plan)
+  monkeypatch.setattr(expert_module, "object_situation", lambda replica, k: "wall")
+  expert = BinPickExpert.__new__(BinPickExpert)
+  expert.cfg = BinPickExpertCfg()
+  expert.attempts = torch.zeros(1, 3, dtype=torch.long)
+  expert.wall_toppled = torch.zeros(1, 3, dtype=torch.bool)
+  expert.wall_toppled[0, list(toppled_before)] = True
+  plan, _ = expert._plan_rearrangement(Replica(), 0, np.ones(3, bool), 0.3, None)
+  got = None if plan is None else (plan.kind, plan.object_index)
+  assert got == expected
+  regular = [k for k, only in calls if not only]
+  assert regular == [0, 1, 2][: len(regular)]  # Highest first (all by a wall).
+  first_topple = next((j for j, (_, only) in enumerate(calls) if only), len(calls))
+  if pushable_one is None:
+    assert first_topple == 3  # After all three objects' rolls and pushes.
+  assert all(k not in toppled_before for k, only in calls if only)

@@ -20,8 +20,8 @@ line, or diagonally, moves it somewhere graspable. Two kinds:
          closed pads press on its top and move away from the wall across
          its thin side, its thickness and ``topple_overshoot`` farther; the
          top goes with them and the object falls over, away from the wall.
-         Also, last, for any object by a wall at least as tall as it is
-         thick that way, when neither a roll nor a push fits
+         Also (``topple_only``) for any object by a wall at least as tall
+         as it is thick that way
 
 The hand is untilted (approach straight down) and closed, with its closing
 axis across the push (the closed pads' edges push) or along it (the pads'
@@ -435,10 +435,13 @@ def plan_push(
   transit_z: float,
   q_now: np.ndarray,
   cfg: PushCfg = PushCfg(),
+  topple_only: bool = False,
 ) -> tuple[PushPlan | None, Counter]:
   """The first feasible push of object ``k`` on the posed replica, with the
   rejections counted (reasons in ``PUSH_REJECTIONS``). The replica's joint
-  positions are restored afterwards."""
+  positions are restored afterwards. ``topple_only``: only a topple (of an
+  object by a wall that is not standing too, which the expert tries after
+  every other object's rolls and pushes)."""
   if reason not in REARRANGE_REASONS:
     raise ValueError(f"unknown rearrangement reason {reason!r}")
   # Contacts are reported within the robot geoms' margin only.
@@ -466,7 +469,7 @@ def plan_push(
   # across the bin too: against an end wall, neither a grasp nor a push fits
   # behind it), topple a standing one, pressing on its top.
   rolls, topples = [], []
-  if reason in ("wall", "standing", "across"):
+  if reason in ("wall", "standing", "across") and not topple_only:
     rolls = [
       _Move((), direction, "roll", room)
       for direction, room in _roll_directions(replica, k, points, interior)
@@ -508,11 +511,12 @@ def plan_push(
     return None
 
   try:
-    # A standing object topples first; one by a wall (not standing, so
-    # lower) only when nothing gets behind it. Pads and floor have equal
-    # friction, so the pads' pull on the top (at most their press) tips the
-    # object over its leading bottom edge only if its height exceeds the
-    # press's distance from that edge, up to its thickness (too_flat).
+    # Pads and floor have equal friction, so the pads' pull on the top (at
+    # most their press) tips the object over its leading bottom edge only if
+    # its height exceeds the press's distance from that edge, up to its
+    # thickness (too_flat).
+    if topple_only:
+      return press_on_top(topples), rejections
     first = press_on_top(rolls + (topples if reason == "standing" else []))
     if first is not None:
       return first, rejections
@@ -548,8 +552,6 @@ def plan_push(
       )  # fmt: skip
       if plan is not None:
         return plan, rejections
-    if reason == "wall":
-      return press_on_top(topples), rejections
     return None, rejections
   finally:
     replica.data.qpos[:] = saved
