@@ -857,7 +857,6 @@ class BinPickExpert:
 
     results = list(self._pool.map(plan_one, ids))
     dev = self.device
-    cfg_retries = self.cfg.settle_retries
     for i, (result, (push, push_rejections), wall, (facts, follow)) in zip(
       ids, results, strict=True
     ):
@@ -882,7 +881,8 @@ class BinPickExpert:
       if result.plan is None and int(self.checking[i]) >= 0:
         self.await_check[i] = True
         continue
-      if result.plan is None and bool(moving[i]) and self._waits[i] < cfg_retries:
+      retry = bool(moving[i]) and self._waits[i] < self.cfg.settle_retries
+      if result.plan is None and retry:
         self._waits[i] += 1
         self.stage_time[i] = 0.0  # Wait settle_time again.
         self._log(i, None, "nothing feasible while an object moves: wait")
