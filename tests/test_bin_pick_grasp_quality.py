@@ -160,7 +160,7 @@ def test_hold_tiers_order_sure_then_held_or_near_then_the_rest(rng):
   zeros = np.zeros(n)
   candidates = GraspCandidates(
     np.zeros((n, 3)), np.zeros((n, 3, 3)), width, zeros.astype(int), zeros,
-    zeros.astype(int), zeros.astype(int), patch, com,
+    zeros.astype(int), zeros.astype(int), patch, com, np.zeros((n, 2)),
   )  # fmt: skip
   tiers = hold_tier(candidates, ReplicaCfg())
   for i in range(n):

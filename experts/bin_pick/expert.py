@@ -947,6 +947,7 @@ class BinPickExpert:
         f"open {plan.open_width * 1000:.0f} mm patch {plan.patch:.2f} "
         f"com {plan.com_distance * 1000:.0f} mm "
         f"lever {plan.com_lever * 1000:.1f} mm below {plan.com_below * 1000:.1f} mm "
+        f"taper {plan.taper[0]:.2f}/{plan.taper[1]:.2f} "
         f"(candidate {plan.candidate_rank}, {result.checked} checked)",
       )
 

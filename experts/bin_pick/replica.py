@@ -178,6 +178,8 @@ class GraspPlan:
   com_below: float = 0.0
   """Height of the closing line above the centre of mass [m] (negative:
   the centre of mass lies above it)."""
+  taper: tuple[float, float] = (0.0, 0.0)
+  """The faces' taper below the pads' middle (``GraspCandidates.taper``)."""
 
   @property
   def key(self) -> tuple[int, int, int]:
@@ -609,6 +611,7 @@ class GraspReplica:
             com_distance=float(candidates.com_distance[rank]),
             com_lever=abs(float(variant[:, 0] @ np.cross(arm, [0.0, 0.0, 1.0]))),
             com_below=float(-arm[2]),
+            taper=tuple(float(t) for t in candidates.taper[rank]),
           )
         result.rejections[reason] += 1
         if reason not in _HAND_SIDE_REASONS:
