@@ -169,3 +169,34 @@ def test_hold_tiers_order_sure_then_held_or_near_then_the_rest(rng):
     expected = 0 if held and near else 1 if held or near else 2
     assert tiers[i] == expected
   assert set(tiers.tolist()) == {0, 1, 2}
+
+
+def test_a_diamond_section_tapers_by_the_tangents_of_its_tilt(rng):
+  """A square prism along the pad width, turned by theta about it: above
+  both side corners its section is a diamond's top, whose faces widen
+  downward by tan(theta) on the low side of the closing axis (world x) and
+  cot(theta) on the high side; pads whose middle cut lies below both side
+  corners meet it where it narrows downward (no taper)."""
+  ph = GraspSearchCfg().pad_half_height
+  for _ in range(4):
+    theta = rng.uniform(math.radians(30), math.radians(60))
+    h = rng.uniform(0.035, 0.045)
+    quat = (math.cos(theta / 2), 0.0, math.sin(theta / 2), 0.0)  # About y.
+    tri = _triangles(dict(type=mujoco.mjtGeom.mjGEOM_BOX, size=[h, 0.02, h]), quat)
+    c = grasp_candidates(tri)
+    side = h * abs(math.cos(theta) - math.sin(theta))  # Higher side corner.
+    upper = lower = 0
+    for i in range(len(c)):
+      if c.direction[i] != 0 or c.tilt[i] != 0.0 or c.strip[i] != 0:
+        continue
+      z_mid = c.position_w[i][2]
+      if z_mid - 0.9 * ph > side + 1e-4:
+        expected = [math.tan(theta), 1.0 / math.tan(theta)]
+        upper += 1
+      elif z_mid < -side - 1e-4:
+        expected = [0.0, 0.0]
+        lower += 1
+      else:
+        continue
+      np.testing.assert_allclose(c.taper[i], expected, atol=1e-6)
+    assert upper and lower
