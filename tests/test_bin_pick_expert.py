@@ -249,6 +249,36 @@ def test_the_last_search_accepts_a_hand_2_mm_from_a_wall(one_object_env):
   assert result.plan is not None and replica.cfg is strict
 
 
+def test_the_final_search_lets_the_hand_press_a_wall_2_mm(one_object_env, rng):
+  """The +x finger link's outer face pressing the +x wall by less than 2
+  mm at the smaller opening, away from the object: the last search's
+  checks reject it (wall_clearance), the final one's go on to the pads
+  (which miss the object); pressing by more than 2 mm, both reject it."""
+  from mjlab_tasks.bin_pick.env_cfg import BIN_CENTRE, BIN_FLOOR
+
+  env = one_object_env
+  replica, arm_q = _posed_replica(env)
+  strict = replica.cfg
+  assert strict.graze_wall_clearance == pytest.approx(-0.002)
+  width = 0.04
+  link = replica.open_width(width, strict.tight_open_margin) / 2 + 0.016
+  origin = env.scene.env_origins[0].numpy()
+  rotation = tool_rotation(0.0, 0.0)
+
+  def reasons(pressed: float) -> list[str | None]:
+    x = BIN_CENTRE[0] + 0.07 + pressed - link + origin[0]
+    pose = np.array([x, BIN_CENTRE[1] + 0.1 + origin[1], BIN_FLOOR + 0.035])
+    out = []
+    for cfg in (strict.relaxed(), strict.grazing()):
+      replica.cfg = cfg
+      out.append(replica.check(0, pose, rotation, width, 0.2, arm_q)[0])
+    replica.cfg = strict
+    return out
+
+  assert reasons(rng.uniform(0.0003, 0.0015)) == ["wall_clearance", "pads_miss_target"]
+  assert reasons(rng.uniform(0.0027, 0.004)) == ["wall_clearance", "wall_clearance"]
+
+
 def test_only_the_last_search_takes_edge_strips(one_object_env):
   """Given only the object's edge-strip candidates (the pads flush with an
   end of its section), the strict checks plan nothing in any hold tier and

@@ -737,15 +737,19 @@ class BinPickExpert:
     yaw,
     i: int,
     first: PlanResult,
+    graze: bool = False,
   ) -> PlanResult:
     """Before an environment gives up: the grasp search with the larger
     budget (``ReplicaCfg.last_resort_checks_per_object``) and the relaxed
     checks (``ReplicaCfg.last_resort_overlap``) over the eligible objects and
     those whose attempts were used (not yet renewed); the time left would
-    otherwise go unused. Its counts include the first search's."""
+    otherwise go unused. ``graze``: the final search's checks, made when
+    that one found nothing (``ReplicaCfg.grazing``). Its counts include
+    ``first``'s."""
     result = replica.plan(
       objects, transit_z, arm_q, yaw, avoid=self.failed_grasps[i],
       max_checks=replica.cfg.last_resort_checks_per_object, relaxed=True,
+      graze=graze,
     )  # fmt: skip
     result.rejections.update(first.rejections)
     result.checked += first.checked
@@ -848,6 +852,12 @@ class BinPickExpert:
         result = self._last_resort(
           replica, objects, transit_z + origins[i, 2], arm_q, yaw, i, result
         )
+        if result.plan is None:  # The walls may be pressed a little.
+          replica.pose(qpos[i], mocap_pos[i], mocap_quat[i])
+          result = self._last_resort(
+            replica, objects, transit_z + origins[i, 2], arm_q, yaw, i, result,
+            graze=True,
+          )  # fmt: skip
       facts, follow = (), None
       if result.plan is not None:
         replica.pose(qpos[i], mocap_pos[i], mocap_quat[i])
