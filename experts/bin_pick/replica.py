@@ -106,7 +106,9 @@ class ReplicaCfg:
   may press a wall by up to this much [m] (negative). Measured on the 22
   objects left with no feasible grasp over pour and object seeds 0 to
   23 at ``a205ed3``: for 5 the candidate nearest to clearing the walls
-  pressed a wall by 0.2 to 2.0 mm (a pad or a finger link)."""
+  pressed a wall by 0.2 to 2.0 mm (a pad or a finger link). Rerun on
+  those five pairs, 2 of the 5 were delivered and their bins cleared
+  (docs/bin_pick.md)."""
   last_resort_overlap: float = 0.003
   """... which also lets the open fingers (and the hand on its way down)
   overlap other objects by up to this [m]: the descent pushes a neighbour
