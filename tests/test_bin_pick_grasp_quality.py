@@ -14,6 +14,7 @@ from experts.bin_pick.grasps import (
   body_triangles_w,
   contact_patch,
   grasp_candidates,
+  grasp_taper,
   section_segments,
   strip_extent,
   tool_rotation,
@@ -160,7 +161,7 @@ def test_hold_tiers_order_sure_then_held_or_near_then_the_rest(rng):
   zeros = np.zeros(n)
   candidates = GraspCandidates(
     np.zeros((n, 3)), np.zeros((n, 3, 3)), width, zeros.astype(int), zeros,
-    zeros.astype(int), zeros.astype(int), patch, com, np.zeros((n, 2)),
+    zeros.astype(int), zeros.astype(int), patch, com,
   )  # fmt: skip
   tiers = hold_tier(candidates, ReplicaCfg())
   for i in range(n):
@@ -198,5 +199,6 @@ def test_a_diamond_section_tapers_by_the_tangents_of_its_tilt(rng):
         lower += 1
       else:
         continue
-      np.testing.assert_allclose(c.taper[i], expected, atol=1e-6)
+      taper = grasp_taper(tri, c.position_w[i], c.rotation_w[i])
+      np.testing.assert_allclose(taper, expected, atol=1e-6)
     assert upper and lower

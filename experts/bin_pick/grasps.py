@@ -50,7 +50,7 @@ class GraspSearchCfg:
   contact_tolerance: float = 0.0015
   """Section points within this of a pad face count as its contact patch [m]."""
   taper_rise: float = 0.005
-  """Height over which ``GraspCandidates.taper`` is measured [m]."""
+  """Height over which ``grasp_taper`` is measured [m]."""
   area_weight: float = 1.0
   """Score per missing fraction of pad contact (1: no flat contact)."""
   com_weight: float = 1.0
@@ -84,21 +84,6 @@ class GraspCandidates:
   whole pad; near 0: point contacts)."""
   com_distance: np.ndarray
   """Distance of the object's centre of mass from the closing line [N] [m]."""
-  taper: np.ndarray
-  """How steeply the object widens downward where the pads' lower edge meets
-  it [N, 2], each face (closing-axis low, high side): the outward run of
-  its section over the lowest cut's last ``taper_rise`` of height, where the
-  lowest cut is that face's outermost (0 elsewhere: the pads meet the face
-  higher, where it is no wider below). The pads' squeeze then pushes the
-  object down along that face. Traced: a box grasped 5 mm below its tilted
-  top was pressed into the floor with ten times its weight while the
-  fingers closed, and the pads slid off it as the lift began. Logged in
-  the plan notes, not used in the order: on pour and object seeds 0 to 11
-  at ``8ccc9e3``, 18 of the 23 lifts whose two tapers summed to 1 or more
-  slipped (73 of the 497 others), but such grasps were mostly the only
-  ones left, and planning them after every other grasp (one hold tier
-  more) gave 86 slips against 91 on those pairs but 398 deliveries against
-  401 and 33 bins cleared against 36 (docs/bin_pick_history.md)."""
 
   def __len__(self) -> int:
     return len(self.width)
@@ -368,15 +353,8 @@ def grasp_candidates(
         v_any = np.concatenate([p[:, 1] for a, b in sections for p in (a, b)])
         if 0.5 * (v_any.max() - v_any.min()) - hw >= 0.004:
           centres.update({-2: v_any.min() + hw, 2: v_any.max() - hw})
-        # A cut just above the lowest one, for the faces' taper there.
-        above_low = cuts[2] - cfg.taper_rise
-        measured = len(first) == 3 and level + 0.9 * ph < s_bottom
-        rim = section_segments(tri, float(above_low)) if measured else None
         for strip, v_c in centres.items():
           extents = [strip_extent(a, b, v_c, hw) for a, b in sections]
-          taper = (0.0, 0.0)
-          if rim is not None and extents[-1] is not None:
-            taper = _taper(extents, strip_extent(*rim, v_c, hw), cfg.taper_rise)
           extents = [e for e in extents if e is not None]
           if not extents:
             continue
@@ -400,14 +378,14 @@ def grasp_candidates(
             + cfg.com_weight * torque / cfg.torque_ref
           )
           rows.append(
-            (score, centre, rot, width, d, tilt, strip, k, patch, com_distance, taper)
+            (score, centre, rot, width, d, tilt, strip, k, patch, com_distance)
           )
   rows.sort(key=lambda r: r[0])
   if not rows:
     empty = np.zeros((0,))
     return GraspCandidates(
       np.zeros((0, 3)), np.zeros((0, 3, 3)), empty, empty.astype(int), empty,
-      empty.astype(int), empty.astype(int), empty, empty, np.zeros((0, 2)),
+      empty.astype(int), empty.astype(int), empty, empty,
     )  # fmt: skip
   return GraspCandidates(
     position_w=np.array([r[1] for r in rows]),
@@ -419,8 +397,43 @@ def grasp_candidates(
     level=np.array([r[7] for r in rows]),
     patch=np.array([r[8] for r in rows]),
     com_distance=np.array([r[9] for r in rows]),
-    taper=np.array([r[10] for r in rows]),
   )
+
+
+def grasp_taper(
+  triangles_w: np.ndarray,
+  position_w: np.ndarray,
+  rotation_w: np.ndarray,
+  cfg: GraspSearchCfg = GraspSearchCfg(),
+) -> tuple[float, float]:
+  """A candidate's taper (at ``grasp_candidates``' ``position_w`` and
+  ``rotation_w``): how steeply the object widens downward where the pads'
+  lower edge meets it, each face (closing-axis low, high side): the outward run of
+  its section over the lowest cut's last ``taper_rise`` of height, where the
+  lowest cut is that face's outermost (0 elsewhere: the pads meet the face
+  higher, where it is no wider below). The pads' squeeze then pushes the
+  object down along that face. Traced: a box grasped 5 mm below its
+  top was pressed into the floor with ten times its weight while the
+  fingers closed, and the pads slid off it as the lift began. Logged in
+  the plan notes, not used in the order: on pour and object seeds 0 to 11
+  at ``8ccc9e3``, 18 of the 23 lifts whose two tapers summed to 1 or more
+  slipped (73 of the 497 others), but such grasps were mostly the only
+  ones left, and planning them after every other grasp (one hold tier
+  more) gave 86 slips against 91 on those pairs but 398 deliveries against
+  401 and 33 bins cleared against 36 (docs/bin_pick_history.md).
+  """
+  tri = triangles_w @ rotation_w  # Tool coordinates (u, v, s).
+  _, v_c, level = rotation_w.T @ position_w
+  s_top, s_bottom = float(tri[..., 2].min()), float(tri[..., 2].max())
+  ph, hw = cfg.pad_half_height, cfg.pad_half_width
+  cuts = np.clip([level, level - 0.9 * ph, level + 0.9 * ph], s_top, s_bottom)
+  if len(np.unique(cuts)) < 3 or level + 0.9 * ph >= s_bottom:
+    return (0.0, 0.0)  # The pads reach below the object: no lowest cut.
+  extents = [strip_extent(*section_segments(tri, float(z)), v_c, hw) for z in cuts]
+  rim = strip_extent(*section_segments(tri, float(cuts[2] - cfg.taper_rise)), v_c, hw)
+  if extents[-1] is None:
+    return (0.0, 0.0)
+  return _taper(extents, rim, cfg.taper_rise)
 
 
 def _taper(
@@ -430,7 +443,7 @@ def _taper(
 ) -> tuple[float, float]:
   """Each face's outward run from the cut ``rise`` above the lowest one
   (``rim``) to the lowest (``extents[-1]``), over ``rise``, where the lowest
-  cut is that face's outermost (``GraspCandidates.taper``)."""
+  cut is that face's outermost (``grasp_taper``)."""
   if rim is None:
     return (0.0, 0.0)
   low = extents[-1]

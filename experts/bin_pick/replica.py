@@ -40,6 +40,7 @@ from experts.bin_pick.grasps import (
   body_triangles_w,
   geom_triangles,
   grasp_candidates,
+  grasp_taper,
 )
 from mjlab_tasks.engine import copy_model
 
@@ -193,7 +194,7 @@ class GraspPlan:
   """Height of the closing line above the centre of mass [m] (negative:
   the centre of mass lies above it)."""
   taper: tuple[float, float] = (0.0, 0.0)
-  """The faces' taper below the pads' middle (``GraspCandidates.taper``)."""
+  """The faces' taper at the pads' lower edge (``grasps.grasp_taper``)."""
 
   @property
   def key(self) -> tuple[int, int, int]:
@@ -629,7 +630,7 @@ class GraspReplica:
             com_distance=float(candidates.com_distance[rank]),
             com_lever=abs(float(variant[:, 0] @ np.cross(arm, [0.0, 0.0, 1.0]))),
             com_below=float(-arm[2]),
-            taper=tuple(float(t) for t in candidates.taper[rank]),
+            taper=grasp_taper(self.object_triangles(k), pos, rot, self.cfg.search),
           )
         result.rejections[reason] += 1
         if reason not in _HAND_SIDE_REASONS:
