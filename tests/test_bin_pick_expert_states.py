@@ -1197,6 +1197,53 @@ def test_an_approach_follows_a_rolling_round_target(
   assert int(expert.attempts[0, 0]) == 0
 
 
+@pytest.mark.parametrize(
+  "at_xy, shift_mm, followed",
+  [
+    ((0.25, 0.55), 150.0, True),  # On the table, within table_follow_distance.
+    ((0.25, 0.55), 350.0, False),  # Beyond it.
+    ((0.25, 0.78), 150.0, False),  # Rolled out of the arm's reach (0.8 m).
+  ],
+)
+def test_an_approach_follows_a_round_target_rolling_on_the_table_further(
+  expert, at_xy, shift_mm, followed, rng
+):
+  # A round target that fell out of the bin rolls far on the table, with no
+  # wall near: its approach follows it up to table_follow_distance (300 mm)
+  # from where it was planned, while it stays within the reach band.
+  axis = _follow_setup(expert, rng, 0.0)
+  pos = expert._object_pos()[0, 0].double().numpy()
+  # Lie it on the table at at_xy, about the base (the env's origin), rolling
+  # across its axis.
+  base = expert._base_xy[0].double().numpy()
+  along = np.array([-axis[1], axis[0]])
+  at = base + np.asarray(at_xy) + 0.01 * rng.uniform(-1.0, 1.0, 2)
+  _move_object(expert.env, [*(at - pos[:2]), 0.0])
+  now = expert._object_pos()[0, 0]
+  shift = torch.tensor([*(along * shift_mm / 1000), 0.0], dtype=torch.float32)
+  expert.planned_at[0] = now - shift
+  assert not bool(
+    (
+      (expert.planned_at[0, :2] > expert._bin_lo)
+      & (expert.planned_at[0, :2] < expert._bin_hi)
+    ).all()
+  )
+  expert.grasp_pos[0] = expert.planned_at[0].clone()
+  expert.target_pos[0] = expert.grasp_pos[0] + torch.tensor([0.0, 0.0, 0.1])
+  grasp = expert.grasp_pos[0].clone()
+  _set(expert, Stage.MOVE_ABOVE)
+  _refresh_verdict(expert.env)
+  expert.act()
+  if followed:
+    assert Stage(int(expert.stage[0])) == Stage.MOVE_ABOVE
+    np.testing.assert_allclose(
+      (expert.grasp_pos[0] - grasp).numpy(), shift.numpy(), atol=1e-6
+    )
+  else:
+    assert Stage(int(expert.stage[0])) == Stage.RECOVER
+    assert _last(expert)["note"] == "target moved"
+
+
 @pytest.mark.parametrize("delivered", [False, True])
 def test_a_failed_placement_delivered_later_is_verified_then(expert, delivered):
   # A placement that failed its verification (still rolling after 3 s):
