@@ -245,7 +245,7 @@ def test_the_last_search_accepts_a_hand_2_mm_from_a_wall(one_object_env):
   reason, _, opening = replica.check(0, pose, rotation, width, 0.2, arm_q)
   assert reason == "pads_miss_target"
   replica.cfg = strict
-  result = replica.plan([0], 0.2, arm_q, 0.0, relaxed=True)
+  result = replica.plan([0], 0.2, arm_q, 0.0, checks=strict.relaxed())
   assert result.plan is not None and replica.cfg is strict
 
 
@@ -277,6 +277,66 @@ def test_the_final_search_lets_the_hand_press_a_wall_2_mm(one_object_env, rng):
 
   assert reasons(rng.uniform(0.0003, 0.0015)) == ["wall_clearance", "pads_miss_target"]
   assert reasons(rng.uniform(0.0027, 0.004)) == ["wall_clearance", "wall_clearance"]
+
+
+@pytest.fixture(scope="module")
+def deep_one_object_env():
+  """The one-object scene in a bin as deep as the default (150 mm)."""
+  from mjlab_tasks.bin_pick.env_cfg import bin_pick_env_cfg
+  from mjlab_tasks.engine import make_env
+
+  env = make_env(
+    bin_pick_env_cfg(num_envs=1, objects=1, bin_width=0.14),
+    device="cpu",
+    engine="mujoco",
+  )
+  env.reset()
+  yield env
+  env.close()
+
+
+def test_the_final_search_lets_the_approach_press_the_wall_its_grasp_does(
+  deep_one_object_env, rng
+):
+  """A grasp on the object (a box turned square to the walls) whose +x
+  finger link presses the +x wall by under 2 mm at the smaller opening:
+  the last search's checks reject it (wall_clearance); the final one's
+  accept it, so its vertical approach, which slides that link along the
+  wall, may press the wall as much as the grasp does (without that
+  allowance: approach_collision)."""
+  from mjlab_tasks.bin_pick.env_cfg import BIN_CENTRE, BIN_FLOOR
+
+  env = deep_one_object_env
+  replica, arm_q = _posed_replica(env)
+  strict = replica.cfg
+  obj = env.scene["obj_00"]
+  (geom,) = obj.indexing.geom_ids.tolist()
+  assert env.sim.mj_model.geom_type[geom] == mujoco.mjtGeom.mjGEOM_BOX
+  width = 2 * float(env.sim.mj_model.geom_size[geom][0])  # Along x, square.
+  link = replica.open_width(width, strict.tight_open_margin) / 2 + 0.016
+  pressed = rng.uniform(0.0003, 0.0015)
+  origin = env.scene.env_origins[0].numpy()
+  grasp = np.array(
+    [
+      BIN_CENTRE[0] + 0.07 + pressed - link + origin[0],
+      BIN_CENTRE[1] + rng.uniform(0.05, 0.12) + origin[1],
+      BIN_FLOOR + rng.uniform(0.03, 0.06),  # The links below the rim.
+    ]
+  )
+  data = env.sim.data
+  qpos = data.qpos[0].double().numpy().copy()
+  adr = int(obj.indexing.free_joint_q_adr[0])
+  qpos[adr : adr + 7] = [*grasp, 1.0, 0.0, 0.0, 0.0]  # The box at the grasp.
+  replica.pose(
+    qpos, data.mocap_pos[0].double().numpy(), data.mocap_quat[0].double().numpy()
+  )
+  rotation = tool_rotation(0.0, 0.0)
+  reasons = []
+  for cfg in (strict.relaxed(), strict.grazing()):
+    replica.cfg = cfg
+    reasons.append(replica.check(0, grasp, rotation, width, 0.2, arm_q)[0])
+  replica.cfg = strict
+  assert reasons == ["wall_clearance", None]
 
 
 def test_only_the_last_search_takes_edge_strips(one_object_env):

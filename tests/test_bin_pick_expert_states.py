@@ -5,6 +5,8 @@ rules of docs/bin_pick.md with the numbers computed here."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -313,8 +315,12 @@ def test_last_resort_search_before_giving_up(env, last_resort, then):
     assert (first["from"], first["to"]) == ("plan", then)
     if then == "move_above":
       assert int(expert.target_obj[0]) == 0 and not bool(expert.renewed[0, 0])
-      checked = int(first["note"].split(", ")[-1].split()[0])
-      assert 1 <= checked <= 2 * (last_resort + 1)
+      found = re.search(
+        r"\(candidate \d+, (\d+) checked, (\w+) search\)$", first["note"]
+      )
+      assert found is not None, first["note"]
+      assert 1 <= int(found[1]) <= 2 * (last_resort + 1)
+      assert found[2] == "last"  # Not the first (no budget), nor the final.
     else:
       assert expert.logs[0].outcome == "finished"
       assert expert.logs[0].planned_candidates == 0

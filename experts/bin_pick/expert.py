@@ -755,11 +755,12 @@ class BinPickExpert:
     otherwise go unused. ``graze``: the final search's checks, made when
     that one found nothing (``ReplicaCfg.grazing``). Its counts include
     ``first``'s."""
+    checks = replica.cfg.grazing() if graze else replica.cfg.relaxed()
     result = replica.plan(
       objects, transit_z, arm_q, yaw, avoid=self.failed_grasps[i],
-      max_checks=replica.cfg.last_resort_checks_per_object, relaxed=True,
-      graze=graze,
+      max_checks=replica.cfg.last_resort_checks_per_object, checks=checks,
     )  # fmt: skip
+    result.search = "final" if graze else "last"
     result.rejections.update(first.rejections)
     result.checked += first.checked
     result.objects_tried += first.objects_tried
@@ -967,7 +968,8 @@ class BinPickExpert:
         f"com {plan.com_distance * 1000:.0f} mm "
         f"lever {plan.com_lever * 1000:.1f} mm below {plan.com_below * 1000:.1f} mm "
         f"taper {plan.taper[0]:.2f}/{plan.taper[1]:.2f} "
-        f"(candidate {plan.candidate_rank}, {result.checked} checked)",
+        f"(candidate {plan.candidate_rank}, {result.checked} checked, "
+        f"{result.search} search)",
       )
 
   def _drop_zone_facts(

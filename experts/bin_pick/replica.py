@@ -208,6 +208,9 @@ class PlanResult:
   rejections: Counter
   checked: int
   objects_tried: int
+  search: str = "first"
+  """Which search made it: ``first``, ``last`` (``ReplicaCfg.relaxed``'s
+  checks) or ``final`` (``ReplicaCfg.grazing``'s); set by the caller."""
 
 
 class GraspReplica:
@@ -505,8 +508,7 @@ class GraspReplica:
     tool_yaw_now: float,
     avoid: dict[int, set] | None = None,
     max_checks: int | None = None,
-    relaxed: bool = False,
-    graze: bool = False,
+    checks: ReplicaCfg | None = None,
   ) -> PlanResult:
     """The first feasible grasp over ``eligible`` objects (highest top first).
 
@@ -521,17 +523,17 @@ class GraspReplica:
     an object to the ``GraspPlan.key`` of grasps that failed on it (slipped
     or held nothing): a regrasp changes the direction, the height or the
     strip. ``max_checks`` replaces the budget
-    per object and pass (``ReplicaCfg.max_checks_per_object``). ``relaxed``
-    checks with the last search's checks (``ReplicaCfg.relaxed``), ``graze``
-    with the final search's (``ReplicaCfg.grazing``).
+    per object and pass (``ReplicaCfg.max_checks_per_object``). ``checks``
+    replaces ``self.cfg`` for this search (the last search's
+    ``ReplicaCfg.relaxed``, the final one's ``ReplicaCfg.grazing``).
     """
-    if relaxed or graze:
-      strict = self.cfg
-      self.cfg = strict.grazing() if graze else strict.relaxed()
+    if checks is not None:
+      own = self.cfg
+      self.cfg = checks
       try:
         return self.plan(eligible, transit_z, q_now, tool_yaw_now, avoid, max_checks)
       finally:
-        self.cfg = strict
+        self.cfg = own
     avoid = avoid or {}
     result = PlanResult(None, Counter(), 0, 0)
     budget = self.cfg.max_checks_per_object if max_checks is None else max_checks
