@@ -329,11 +329,12 @@ class BinPickExpertCfg:
   """``follow_distance`` for a round target planned on the table, outside
   the bin's walls (one that slipped from the hand in the carry or rolled off
   the drop zone), followed while it stays in the arm's reach [m]: no wall
-  is near it, and it rolls far (rolling friction 0.1 mm). Over 24 pour and
-  object seed pairs at ``1d98bf3``, 9 objects ended out of reach; each was
-  a cylinder or capsule that fell from the hand in the carry or the
-  lowering, or rolled off the drop zone, and on 5 of them approaches had
-  been dropped as "target moved" while it rolled on the table."""
+  is near it, and it rolls far (rolling friction 0.1 mm). In the latest
+  runs of 24 pour and object seed pairs before it, 9 objects ended out of
+  reach; each was a cylinder or capsule that fell from the hand in the
+  carry or the lowering, or rolled off the drop zone, and on 4 of them
+  approaches had been dropped as "target moved" while it rolled on the
+  table (docs/bin_pick.md)."""
   follow_turn: float = math.radians(15.0)
   """Largest turn of a followed target's axis about the vertical [rad]."""
   lift_speed: float = 0.05
