@@ -47,6 +47,7 @@ BASE = {
   "benchmark.py": ["--json", "{new}.json"],
   "render_poses.py": ["--poses", "{poses}", "--output", "{new}"],
   "plot_training.py": ["--run", "{run}", "--output", "{new}.png"],
+  "summarize_binpick.py": ["--run", "{bin_run}"],
   "export_lerobot.py": ["{hdf5}", "--output", "{new}"],
   "check_lerobot_dataset.py": ["{dir}"],
   "collect_demos.py": ["--task", "CubeTray-UR5-RG2", "--output", "{new}.hdf5"],
@@ -192,6 +193,13 @@ BAD = {
     ["--label", "a", "b"],  # Two labels, one run.
     ["--smooth", "0"],
   ],
+  "summarize_binpick.py": [
+    ["--run", "{new}"],
+    ["--run", "{bin_run}", "{dir}"],  # No report.json in the second.
+    ["--json", "{file}"],  # Exists.
+    ["--min-delivered", "1.5"],
+    ["--min-cleared", "-0.1"],
+  ],
   "render_poses.py": [
     ["--poses", "{new}.npz"],
     ["--poses", "{dir}"],
@@ -334,7 +342,10 @@ def paths(tmp_path) -> dict[str, str]:
   (tmp_path / "model_1.pt").write_bytes(b"")
   (tmp_path / "old.onnx").write_bytes(b"")
   (tmp_path / "demos.hdf5").write_bytes(b"\x89HDF\r\n\x1a\n")
+  (tmp_path / "bin_run").mkdir()
+  (tmp_path / "bin_run" / "report.json").write_text("{}")
   return {
+    "bin_run": str(tmp_path / "bin_run"),
     "pt": str(tmp_path / "model_1.pt"),
     "onnx": str(tmp_path / "old.onnx"),
     "run": str(tmp_path / "train_run"),
@@ -463,6 +474,7 @@ REAL_RUNS = {
   "benchmark.py": ["--num-envs", "0"],
   "render_poses.py": ["--output", "{dir}"],
   "plot_training.py": ["--run", "{dir}"],
+  "summarize_binpick.py": ["--run", "{dir}"],
   "export_lerobot.py": ["--fps", "0"],
   "check_lerobot_dataset.py": ["--items", "0"],
   "collect_demos.py": ["--cameras", "wrist,top"],
