@@ -179,7 +179,8 @@ def print_summary(runs: list[Run], total: dict) -> None:
     print(table_row(run))
   fraction = total["delivered_fraction"]
   print(
-    f"\n{total['runs']} runs: {total['delivered']} of {total['poured']} delivered "
+    f"\n{total['runs']} run{'s' * (total['runs'] != 1)}: {total['delivered']} of "
+    f"{total['poured']} delivered "
     f"({'-' if fraction is None else f'{100 * fraction:.1f} %'}), "
     f"{total['bins_cleared']} of {total['bins']} bins cleared "
     f"({100 * total['bins_cleared'] / total['bins']:.1f} %), "

@@ -566,6 +566,11 @@ class BinPickExpert:
     self._push: list[PushPlan | None] = [None] * n
     self._push_from: list[tuple[np.ndarray, np.ndarray] | None] = [None] * n
     self._grasp_key: list[tuple | None] = [None] * n
+    # Whether the current grasp is a wedge (ReplicaCfg.wedge_taper), and per
+    # environment the objects whose wedge slipped since their last
+    # rearrangement: the first search skips their wedges.
+    self._grasp_wedge = [False] * n
+    self.wedge_slipped: list[set[int]] = [set() for _ in range(n)]
     self.logs = [EnvLog() for _ in range(n)]
     self._local = threading.local()
     self._pool = ThreadPoolExecutor(max_workers=max(1, cfg.num_workers))
@@ -665,6 +670,8 @@ class BinPickExpert:
         self.last_failure[i][obj_i] = reason
       if obj_i >= 0 and key is not None:
         self.failed_grasps[i].setdefault(obj_i, set()).add(key)
+      if obj_i >= 0 and reason == "slip" and self._grasp_wedge[i]:
+        self.wedge_slipped[i].add(obj_i)
     obj = self.target_obj[ids]
     self.attempts[ids, obj.clamp_min(0)] += (obj >= 0).long()
     self._rise_open(mask, reason)
@@ -851,6 +858,7 @@ class BinPickExpert:
         arm_q,
         yaw,
         avoid=self.failed_grasps[i],
+        no_wedges=frozenset(self.wedge_slipped[i]),
       )
       push = (None, Counter())
       if result.plan is None:
@@ -918,6 +926,7 @@ class BinPickExpert:
         self.attempts[i, plan.object_index] = self.cfg.max_attempts - 1
         self.renewed[i, plan.object_index] = True
       self._grasp_key[i] = plan.key
+      self._grasp_wedge[i] = sum(plan.taper) >= self.cfg.replica.wedge_taper
       origin = torch.tensor(origins[i], dtype=torch.float32, device=dev)
       self.target_obj[i] = plan.object_index
       self.planned_at[i] = self._object_pos()[i, plan.object_index]
@@ -1118,6 +1127,7 @@ class BinPickExpert:
       }
     )
     self.failed_grasps[i].pop(k, None)
+    self.wedge_slipped[i].discard(k)
     if int(self.attempts[i, k]) >= self.cfg.max_attempts:
       self.attempts[i, k] = self.cfg.max_attempts - 1
     self._push[i] = None
