@@ -339,6 +339,36 @@ def test_the_final_search_lets_the_approach_press_the_wall_its_grasp_does(
   assert reasons == ["wall_clearance", None]
 
 
+def test_the_first_search_skips_wedges_of_objects_named_in_no_wedges(one_object_env):
+  """A candidate is a wedge when its two tapers sum to at least
+  ``wedge_taper``: with the threshold at the unrestricted plan's own taper
+  sum that plan is skipped (counted as wedge_after_slip) for an object in
+  ``no_wedges`` only; just above it, it is planned as before."""
+  from dataclasses import replace
+
+  env = one_object_env
+  replica, arm_q = _posed_replica(env)
+  strict = replica.cfg
+  free = replica.plan([0], 0.2, arm_q, 0.0)
+  assert free.plan is not None and not free.rejections["wedge_after_slip"]
+  taper = sum(free.plan.taper)
+  try:
+    replica.cfg = replace(strict, wedge_taper=taper)
+    skipped = replica.plan([0], 0.2, arm_q, 0.0, no_wedges={0})
+    assert skipped.rejections["wedge_after_slip"] >= 1
+    if skipped.plan is not None:
+      assert skipped.plan.candidate_rank != free.plan.candidate_rank
+      assert sum(skipped.plan.taper) < taper
+    other = replica.plan([0], 0.2, arm_q, 0.0, no_wedges={1})
+    assert other.plan.candidate_rank == free.plan.candidate_rank
+    replica.cfg = replace(strict, wedge_taper=taper + 1e-6)
+    above = replica.plan([0], 0.2, arm_q, 0.0, no_wedges={0})
+    assert above.plan.candidate_rank == free.plan.candidate_rank
+    assert not above.rejections["wedge_after_slip"]
+  finally:
+    replica.cfg = strict
+
+
 def test_only_the_last_search_takes_edge_strips(one_object_env):
   """Given only the object's edge-strip candidates (the pads flush with an
   end of its section), the strict checks plan nothing in any hold tier and

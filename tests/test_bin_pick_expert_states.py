@@ -168,6 +168,57 @@ def test_slip_is_object_motion_relative_to_the_tool(expert, shift, slips):
     assert not expert.logs[0].failures
 
 
+@pytest.mark.parametrize("wedge", [False, True])
+def test_a_slipped_wedge_keeps_the_objects_wedges_out_until_it_is_rearranged(
+  expert, wedge
+):
+  # A slip of a wedge grasp (ReplicaCfg.wedge_taper) marks its object; a
+  # slip of another grasp does not; the object's rearrangement clears it.
+  from types import SimpleNamespace
+
+  _set(expert, Stage.LIFT)
+  expert.target_pos[0, 2] += 0.1
+  expert._grasp_key[0] = (0, 0, 0)
+  expert._grasp_wedge[0] = wedge
+  expert.hold_offset[0] = torch.tensor(_object_in_tool_frame(expert))
+  _move_object(expert.env, [0.0, 0.03, 0.0])
+  expert.act()
+  _assert_recovering(expert, "slip", attempts=1)
+  assert expert.wedge_slipped[0] == ({0} if wedge else set())
+  obj = expert.env.scene["obj_00"].data
+  expert._push[0] = SimpleNamespace(
+    object_index=0, reason="failed_grasps", kind="push", direction_w=np.zeros(3)
+  )
+  expert._push_from[0] = (
+    obj.root_link_pos_w[0].numpy().copy(),
+    obj.root_link_quat_w[0].numpy().copy(),
+  )
+  expert._finish_push(0)
+  assert expert.wedge_slipped[0] == set()
+
+
+def test_only_the_first_search_skips_a_slipped_objects_wedges(env):
+  # Every candidate a wedge (wedge_taper 0: a taper is never negative) and
+  # the object's wedge slipped: the first search plans nothing, and with
+  # no push left the last search takes a wedge (its note names it).
+  env.reset()
+  env.sim.forward()
+  _refresh_verdict(env)
+  cfg = BinPickExpertCfg(replica=ReplicaCfg(wedge_taper=0.0))
+  expert = BinPickExpert(env, cfg)
+  try:
+    expert.pushes[0, 0] = CFG.max_pushes_per_object
+    expert.wedge_slipped[0].add(0)
+    expert.act()
+    first = expert.logs[0].transitions[0]
+    assert (first["from"], first["to"]) == ("plan", "move_above")
+    assert first["note"].endswith(", last search)")
+    assert expert.logs[0].rejections["wedge_after_slip"] >= 1
+    assert expert._grasp_wedge[0]
+  finally:
+    expert.close()
+
+
 def _acts_until_leaving(expert: BinPickExpert, stage: Stage, limit: int) -> int:
   """Calls of act() (the simulator not stepped: the tool stays put, as when
   blocked) until the expert leaves ``stage``."""
