@@ -130,12 +130,15 @@ def _reasons(counts: Counter) -> str:
   return ", ".join(f"{n} {reason}" for reason, n in counts.most_common()) or "none"
 
 
+def _each(values: list[int]) -> str:
+  return ", ".join(map(str, values))
+
+
 def table_row(run: Run) -> str:
   """The run's row of docs/bin_pick.md's tables."""
-  each = lambda values: ", ".join(map(str, values))  # noqa: E731
   return (
-    f"| {run.seeds[0]}, {run.seeds[1]} | {sum(run.poured)} ({each(run.poured)}) | "
-    f"{sum(run.delivered)} ({each(run.delivered)}) | {_percent(run.fraction)} | "
+    f"| {run.seeds[0]}, {run.seeds[1]} | {sum(run.poured)} ({_each(run.poured)}) | "
+    f"{sum(run.delivered)} ({_each(run.delivered)}) | {_percent(run.fraction)} | "
     f"{run.cleared} / {len(run.poured)} | {_seconds(run.time_per_delivery)} | "
     f"{_reasons(run.undelivered)} |"
   )

@@ -926,7 +926,7 @@ class BinPickExpert:
         self.attempts[i, plan.object_index] = self.cfg.max_attempts - 1
         self.renewed[i, plan.object_index] = True
       self._grasp_key[i] = plan.key
-      self._grasp_wedge[i] = sum(plan.taper) >= self.cfg.replica.wedge_taper
+      self._grasp_wedge[i] = self.cfg.replica.is_wedge(plan.taper)
       origin = torch.tensor(origins[i], dtype=torch.float32, device=dev)
       self.target_obj[i] = plan.object_index
       self.planned_at[i] = self._object_pos()[i, plan.object_index]

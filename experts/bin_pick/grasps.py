@@ -415,12 +415,15 @@ def grasp_taper(
   object down along that face. Traced: a box grasped 5 mm below its
   top was pressed into the floor with ten times its weight while the
   fingers closed, and the pads slid off it as the lift began. Logged in
-  the plan notes, not used in the order: on pour and object seeds 0 to 11
+  the plan notes; not used in the order: on pour and object seeds 0 to 11
   at ``8ccc9e3``, 18 of the 23 lifts whose two tapers summed to 1 or more
   slipped (73 of the 497 others), but such grasps were mostly the only
   ones left, and planning them after every other grasp (one hold tier
   more) gave 86 slips against 91 on those pairs but 398 deliveries against
-  401 and 33 bins cleared against 36 (docs/bin_pick_history.md).
+  401 and 33 bins cleared against 36 (docs/bin_pick_history.md). Used
+  after a slip: a wedge (``ReplicaCfg.wedge_taper``) of an object whose
+  wedge slipped is skipped by the first search until the object is
+  rearranged.
   """
   tri = triangles_w @ rotation_w  # Tool coordinates (u, v, s).
   _, v_c, level = rotation_w.T @ position_w

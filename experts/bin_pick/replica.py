@@ -164,6 +164,10 @@ class ReplicaCfg:
       edge_strips=True,
     )
 
+  def is_wedge(self, taper: tuple[float, float]) -> bool:
+    """Whether a grasp with these tapers is a wedge (``wedge_taper``)."""
+    return sum(taper) >= self.wedge_taper
+
   def grazing(self) -> ReplicaCfg:
     """The final search's checks: the last search's, the walls pressed by
     up to ``-graze_wall_clearance``."""
@@ -626,7 +630,7 @@ class GraspReplica:
       taper = None
       if no_wedges:
         taper = grasp_taper(triangles, pos, rot, self.cfg.search)
-        if sum(taper) >= self.cfg.wedge_taper:
+        if self.cfg.is_wedge(taper):
           result.rejections["wedge_after_slip"] += 1
           continue
       bearing = self._bearing(pos)
