@@ -535,12 +535,11 @@ def test_a_routed_move_aims_at_its_via_point_then_at_its_target(expert, rng):
 
 def test_a_move_past_the_base_axis_keeps_off_it(expert, rng):
   # Random straight moves about the arm's base: one whose segment passes
-  # nearer the base axis than the reach band's inner radius gets a via
-  # point, its nearest point pushed out to that radius (found here by
-  # sampling the segment); one that keeps off, or one already routed,
-  # does not.
+  # nearer the base axis than route_radius gets a via point, its nearest
+  # point pushed out to that radius (found here by sampling the segment);
+  # one that keeps off, or one already routed, does not.
   base = expert._base_xy[0].double().numpy()
-  inner = CFG.reach[0]
+  inner = CFG.route_radius
   mask = torch.ones(1, dtype=torch.bool)
   kinds = set()
   for _ in range(40):
@@ -695,6 +694,38 @@ def test_planning_waits_for_the_objects_to_be_still(
   _set(expert, Stage.PLAN, stage_time)
   expert.act()
   assert Stage(int(expert.stage[0])) == then
+
+
+def test_an_object_that_rolled_near_the_base_is_planned_where_it_lies(expert, rng):
+  # An object lying still on the table between the reach band's inner
+  # radius (0.14 m) and the former one (0.25 m), at a random bearing on the
+  # drop zone's side: it is eligible, and planning finds a grasp of it,
+  # with the tool over where it lies (measured: 4 cylinders that had slipped
+  # and rolled there stayed undelivered with the former radius).
+  env = expert.env
+  obj = env.scene["obj_00"]
+  state = torch.cat([obj.data.root_link_pose_w, torch.zeros(1, 6)], dim=-1)
+  bearing = rng.uniform(np.radians(45.0), np.radians(135.0))
+  radius = rng.uniform(0.15, 0.24)
+  xy = expert._base_xy[0] + radius * torch.tensor([np.cos(bearing), np.sin(bearing)])
+  state[0, :2] = xy + env.scene.env_origins[0, :2]
+  state[0, 2] = env.scene.env_origins[0, 2] + 0.05  # Dropped onto the table.
+  obj.write_root_state_to_sim(state)
+  for _ in range(500):  # 1 s: it lands and settles.
+    env.sim.step()
+  state = torch.cat([obj.data.root_link_pose_w, torch.zeros(1, 6)], dim=-1)
+  obj.write_root_state_to_sim(state)  # Still, where it settled.
+  env.sim.forward()
+  verdict = _refresh_verdict(env)
+  pos = expert._object_pos()[0, 0]
+  assert 0.14 <= float(torch.linalg.vector_norm(pos[:2] - expert._base_xy[0])) <= 0.25
+  assert bool(verdict["slow"][0, 0]) and not bool(verdict["delivered"][0, 0])
+  assert bool(expert._eligible(verdict)[0, 0])
+  _set(expert, Stage.PLAN, CFG.settle_time)
+  expert.act()
+  assert Stage(int(expert.stage[0])) == Stage.MOVE_ABOVE
+  assert int(expert.target_obj[0]) == 0
+  assert float(torch.linalg.vector_norm(expert.grasp_pos[0, :2] - pos[:2])) < 0.05
 
 
 @pytest.mark.parametrize(

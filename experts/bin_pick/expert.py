@@ -399,8 +399,16 @@ class BinPickExpertCfg:
   """Tool motion that counts as progress for ``stall_time`` [m]."""
   max_attempts: int = 3
   """Failed attempts after which an object is no longer tried."""
-  reach: tuple[float, float] = (0.25, 0.8)
-  """Horizontal distance from the robot base of an eligible object [m]."""
+  reach: tuple[float, float] = (0.14, 0.8)
+  """Horizontal distance from the robot base's axis of an eligible object
+  [m]. The replica accepts grasps of a cylinder lying on the table from
+  0.14 m out (probed at 0.08 to 0.2 m, five bearings); nearer, IK and the
+  hand's collisions with the target and the table reject every candidate.
+  Before 2026-12-07 (fourteenth session) 0.25: 4 cylinders that slipped
+  from the hand and rolled to 0.16 to 0.25 m stayed undelivered."""
+  route_radius: float = 0.25
+  """A straight move not routed over the walls keeps at least this far from
+  the base axis (``_keep_off_base``) [m]."""
   push_speed: float = 0.04
   """Largest hand speed along a push [m/s]."""
   max_pushes_per_object: int = 2
@@ -1040,9 +1048,9 @@ class BinPickExpert:
 
   def _keep_off_base(self, mask: torch.Tensor, tool_pos: torch.Tensor) -> None:
     """A via point for a straight move to target_pos (one not routed over
-    the bin's walls) that would pass nearer the arm's base axis than the
-    reach band's inner radius: the segment's nearest point, pushed out to
-    that radius, at the higher of the two ends. Measured (pour and object
+    the bin's walls) that would pass nearer the arm's base axis than
+    ``route_radius``: the segment's nearest point, pushed out to that
+    radius, at the higher of the two ends. Measured (pour and object
     seed 6, environment 1): a carry from an object that had landed on the
     table beside the base passed 0.1 m from its axis, the arm went through
     the shoulder's singularity onto its other branch, the carry timed out,
@@ -1065,8 +1073,8 @@ class BinPickExpert:
       across / torch.linalg.vector_norm(across, dim=-1).clamp_min(1e-9)[:, None],
     )
     z = torch.maximum(tool_pos[m, 2], self.target_pos[m, 2])
-    via = torch.cat([base + self.cfg.reach[0] * out, z[:, None]], dim=-1)
-    need = dist < self.cfg.reach[0]
+    via = torch.cat([base + self.cfg.route_radius * out, z[:, None]], dim=-1)
+    need = dist < self.cfg.route_radius
     ids = m.nonzero().flatten()[need]
     self.via[ids] = via[need]
     self.via_on[ids] = True
