@@ -202,3 +202,42 @@ def test_a_diamond_section_tapers_by_the_tangents_of_its_tilt(rng):
       taper = grasp_taper(tri, c.position_w[i], c.rotation_w[i])
       np.testing.assert_allclose(taper, expected, atol=1e-6)
     assert upper and lower
+
+
+def _pad_corners_z(position: np.ndarray, rotation: np.ndarray, width: float):
+  """World heights of both closed pads' eight corners [16]: each pad a box of
+  half size (pad thickness, HW, pad half height) beside the width."""
+  from assets.ur5_rg2.model import RG2_PAD_HALF
+
+  t, ph = RG2_PAD_HALF[0], GraspSearchCfg().pad_half_height
+  corners = []
+  for side in (-1.0, 1.0):
+    for du in (-t, t):
+      for dv in (-HW, HW):
+        for ds in (-ph, ph):
+          local = np.array([side * (0.5 * width + t) + du, dv, ds])
+          corners.append(position[2] + (rotation @ local)[2])
+  return np.array(corners)
+
+
+def test_the_lowest_level_keeps_every_pad_corner_off_the_floor(rng):
+  """A flat box lying turned on the floor: at the lowest level, every
+  candidate's pads (tilted or not) keep their lowest corner at least
+  floor_clearance above the box's bottom, and the level is as low as that
+  allows (the lowest corner at exactly that height) where the box is tall
+  enough; posed here from the pad's box, not the search's formula."""
+  cfg = GraspSearchCfg()
+  lowest = len(cfg.height_fractions)
+  for _ in range(3):
+    half = rng.uniform([0.02, 0.02, 0.008], [0.05, 0.05, 0.015])
+    yaw = rng.uniform(0.0, np.pi)
+    quat = (np.cos(yaw / 2), 0.0, 0.0, np.sin(yaw / 2))
+    tri = _triangles(dict(type=mujoco.mjtGeom.mjGEOM_BOX, size=half), quat)
+    found = grasp_candidates(tri)
+    pick = np.nonzero(found.level == lowest)[0]
+    tilts = {round(math.degrees(found.tilt[j])) for j in pick}
+    assert {0, 15, -15} <= tilts
+    for j in pick:
+      z = _pad_corners_z(found.position_w[j], found.rotation_w[j], found.width[j])
+      assert z.min() >= -half[2] + cfg.floor_clearance - 1e-9
+      assert z.min() == pytest.approx(-half[2] + cfg.floor_clearance, abs=1e-9)

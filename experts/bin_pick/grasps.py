@@ -36,10 +36,17 @@ class GraspSearchCfg:
   """Tool tilts about the closing axis (0: approach straight down)."""
   height_fractions: tuple[float, ...] = (0.5, 0.3, 0.7, 0.15)
   """Grasp heights as fractions of the object's span along the approach axis,
-  from its top; plus one level with the pad bottom just above the object's
-  lowest point (``floor_clearance``)."""
+  from its top; plus one level with the pad's lowest point just above the
+  object's lowest point (``floor_clearance``)."""
   floor_clearance: float = 0.004
-  """Pad bottom above the object's lowest point at the lowest level [m]."""
+  """Pad's lowest point above the object's lowest point at the lowest level,
+  in world height [m]. A tilted pad's lower corner hangs below its bottom
+  edge's centre by the pad half width times the tilt's sine, and a tilted
+  approach axis meets a flat object's lowest point off the pad: until
+  2026-12-07 (fourteenth session) the level was taken along that axis, and
+  the tilted lowest levels of flat objects put the pads 6 to 13 mm into
+  the floor (pair 25's irregular hull against a long wall, whose untilted
+  grasps hit the wall)."""
   min_pad_overlap: float = 0.006
   """Least overlap of pad height and object along the approach axis [m]."""
   pad_half_width: float = RG2_PAD_HALF[1]
@@ -297,6 +304,28 @@ def tool_rotation(direction: float, tilt: float) -> np.ndarray:
   return down @ about_x
 
 
+def _sections(
+  tri: np.ndarray, level: float, ph: float, s_top: float, s_bottom: float
+) -> list[tuple[np.ndarray, np.ndarray]]:
+  """The pad's three cuts at ``level`` (middle first, repeats dropped)."""
+  cuts = np.clip([level, level - 0.9 * ph, level + 0.9 * ph], s_top, s_bottom)
+  _, first = np.unique(cuts, return_index=True)
+  return [section_segments(tri, float(cuts[j])) for j in sorted(first)]
+
+
+def _floor_level(
+  level: float, v_c: float, tilt: float, z_lowest: float, cfg: GraspSearchCfg
+) -> float:
+  """``level``, raised (less along the approach axis) until the pad centred
+  at ``v_c`` keeps its lowest corner ``floor_clearance`` above the world
+  height ``z_lowest``. A tool point (u, v, s) lies at world height
+  -sin(tilt) v - cos(tilt) s (``tool_rotation``)."""
+  st, ct = math.sin(tilt), math.cos(tilt)
+  hw, ph = cfg.pad_half_width, cfg.pad_half_height
+  highest = (-st * v_c - abs(st) * hw - z_lowest - cfg.floor_clearance) / ct - ph
+  return min(level, highest)
+
+
 def grasp_candidates(
   triangles_w: np.ndarray,
   cfg: GraspSearchCfg = GraspSearchCfg(),
@@ -317,6 +346,7 @@ def grasp_candidates(
   com = triangles_w.reshape(-1, 3).mean(0) if com_w is None else np.asarray(com_w)
   max_width = RG2_MAX_OPENING - 2 * cfg.open_clearance
   ph, hw = cfg.pad_half_height, cfg.pad_half_width
+  z_lowest = float(triangles_w[..., 2].min())
   rows: list[tuple] = []
   for d in range(cfg.directions):
     direction = math.pi * d / cfg.directions
@@ -333,9 +363,7 @@ def grasp_candidates(
         if level + ph < s_top + cfg.min_pad_overlap or level > s_bottom:
           continue
         # The middle cut first: it also places the strips.
-        cuts = np.clip([level, level - 0.9 * ph, level + 0.9 * ph], s_top, s_bottom)
-        _, first = np.unique(cuts, return_index=True)
-        sections = [section_segments(tri, float(cuts[j])) for j in sorted(first)]
+        sections = _sections(tri, level, ph, s_top, s_bottom)
         a_mid, b_mid = sections[0]
         if len(a_mid) == 0:
           continue
@@ -354,7 +382,14 @@ def grasp_candidates(
         if 0.5 * (v_any.max() - v_any.min()) - hw >= 0.004:
           centres.update({-2: v_any.min() + hw, 2: v_any.max() - hw})
         for strip, v_c in centres.items():
-          extents = [strip_extent(a, b, v_c, hw) for a, b in sections]
+          at, strip_sections = level, sections
+          if k == len(cfg.height_fractions):
+            at = _floor_level(level, v_c, tilt, z_lowest, cfg)
+            if at + ph < s_top + cfg.min_pad_overlap:
+              continue
+            if at < level - 1e-4:
+              strip_sections = _sections(tri, at, ph, s_top, s_bottom)
+          extents = [strip_extent(a, b, v_c, hw) for a, b in strip_sections]
           extents = [e for e in extents if e is not None]
           if not extents:
             continue
@@ -363,8 +398,10 @@ def grasp_candidates(
           width = u_hi - u_lo
           if not cfg.min_width <= width <= max_width:
             continue
-          centre = rot @ np.array([0.5 * (u_lo + u_hi), v_c, level])
-          patch = contact_patch(sections, v_c, hw, u_lo, u_hi, cfg.contact_tolerance)
+          centre = rot @ np.array([0.5 * (u_lo + u_hi), v_c, at])
+          patch = contact_patch(
+            strip_sections, v_c, hw, u_lo, u_hi, cfg.contact_tolerance
+          )
           arm = com - centre
           com_distance = float(np.linalg.norm(arm - (arm @ rot[:, 0]) * rot[:, 0]))
           torque = weight * com_distance
