@@ -179,7 +179,7 @@ def test_grasp_search_numbers():
   )
   *heights, lowest = quoted(
     r"at (\d+) heights \((\d+), (\d+), (\d+) and (\d+) % of the object's span from "
-    r"its top, and the level that puts the pad bottom (\d+) mm above"
+    r"its top, and the lowest level: the pad's lowest corner (\d+) mm above"
   )
   assert heights[0] == len(cfg.height_fractions) + 1
   assert sorted(heights[1:]) == sorted(100 * f for f in cfg.height_fractions)
@@ -401,8 +401,10 @@ def test_expert_numbers():
   assert ReplicaCfg().wrist_range == pytest.approx(math.pi)
   (attempts,) = quoted(r"given up after (\d+) failed attempts")
   assert attempts == cfg.max_attempts
-  reach = quoted(r"reachable table \(([\d.]+) to ([\d.]+) m from the base\)")
+  reach = quoted(r"reachable table \(([\d.]+) to ([\d.]+) m from the base, `reach`;")
   assert reach == cfg.reach
+  (route,) = quoted(r"would pass within ([\d.]+) m of the base axis \(`route_radius`")
+  assert route == cfg.route_radius
   hz, step_mm, step_deg = quoted(
     r"the task's own (\d+) Hz Cartesian actions \(normalized: 1 unit is the\s+"
     r"term's bound, (\d+) mm and (\d+) degrees per step"
