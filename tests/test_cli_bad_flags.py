@@ -48,6 +48,7 @@ BASE = {
   "render_poses.py": ["--poses", "{poses}", "--output", "{new}"],
   "plot_training.py": ["--run", "{run}", "--output", "{new}.png"],
   "summarize_binpick.py": ["--run", "{bin_run}"],
+  "probe_binpick_object.py": ["--run", "{bin_probe}", "--object", "obj_00"],
   "export_lerobot.py": ["{hdf5}", "--output", "{new}"],
   "check_lerobot_dataset.py": ["{dir}"],
   "collect_demos.py": ["--task", "CubeTray-UR5-RG2", "--output", "{new}.hdf5"],
@@ -200,6 +201,17 @@ BAD = {
     ["--min-delivered", "1.5"],
     ["--min-cleared", "-0.1"],
   ],
+  "probe_binpick_object.py": [
+    ["--run", "{new}"],
+    ["--run", "{bin_run}"],  # A report.json but no final_states.json.
+    ["--run", "{bin_bare}"],  # Its report.json has no config.
+    ["--env", "3"],
+    ["--object", "obj_07"],
+    ["--object", "obj_01"],  # Not poured.
+    ["--search", "middle"],
+    ["--show", "-1"],
+    ["--json", "{file}"],  # Exists.
+  ],
   "render_poses.py": [
     ["--poses", "{new}.npz"],
     ["--poses", "{dir}"],
@@ -344,8 +356,11 @@ def paths(tmp_path) -> dict[str, str]:
   (tmp_path / "demos.hdf5").write_bytes(b"\x89HDF\r\n\x1a\n")
   (tmp_path / "bin_run").mkdir()
   (tmp_path / "bin_run" / "report.json").write_text("{}")
+  write_bin_probe_run(tmp_path / "bin_probe", tmp_path / "bin_bare")
   return {
     "bin_run": str(tmp_path / "bin_run"),
+    "bin_probe": str(tmp_path / "bin_probe"),
+    "bin_bare": str(tmp_path / "bin_bare"),
     "pt": str(tmp_path / "model_1.pt"),
     "onnx": str(tmp_path / "old.onnx"),
     "run": str(tmp_path / "train_run"),
@@ -357,6 +372,23 @@ def paths(tmp_path) -> dict[str, str]:
     "hdf5": str(tmp_path / "demos.hdf5"),
     "demos": write_demo_file(tmp_path / "one_step.hdf5"),
   }
+
+
+def write_bin_probe_run(folder: Path, bare: Path) -> None:
+  """A bin-picking run folder as the probe reads it (config and final
+  states only), and a copy whose report has no config."""
+  import json
+
+  config = dict(
+    num_envs="1", objects="2", bin_width="0.14", bin_height="0.06", seed="0",
+    object_seed="0",
+  )  # fmt: skip
+  states = {"0": [{"object": "obj_00", "poured": True}, {"object": "obj_01"}]}
+  states["0"][1]["poured"] = False
+  for path, report in ((folder, {"config": config}), (bare, {})):
+    path.mkdir()
+    (path / "report.json").write_text(json.dumps(report))
+    (path / "final_states.json").write_text(json.dumps(states))
 
 
 def write_demo_file(path: Path) -> str:
@@ -475,6 +507,7 @@ REAL_RUNS = {
   "render_poses.py": ["--output", "{dir}"],
   "plot_training.py": ["--run", "{dir}"],
   "summarize_binpick.py": ["--run", "{dir}"],
+  "probe_binpick_object.py": ["--run", "{dir}"],
   "export_lerobot.py": ["--fps", "0"],
   "check_lerobot_dataset.py": ["--items", "0"],
   "collect_demos.py": ["--cameras", "wrist,top"],
