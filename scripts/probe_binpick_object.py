@@ -206,7 +206,8 @@ def planner_answer(
 
 
 def wall_gaps_mm(replica, k: int) -> dict:
-  """The object's gaps to the bin's four inner walls [mm] (bounding box)."""
+  """The object's gaps to the bin's four inner walls [mm] (bounding box;
+  negative past a wall)."""
   from experts.bin_pick.rearrange import bin_interior
 
   pts = replica.object_triangles(k).reshape(-1, 3)
@@ -220,9 +221,13 @@ def wall_gaps_mm(replica, k: int) -> dict:
 
 def print_probe(args: Args, out: dict) -> None:
   s = out["state"]
+  # A negative gap: the object reaches past that wall (out of the bin).
+  inside = min(out["wall_gaps_mm"].values()) > -1.0
+  where = "in the bin" if inside else "outside the bin's walls"
   print(
     f"{args.object} ({s['kind']}) in environment {args.env} of {args.run}: "
-    f"at {s['position']} m (env frame); gaps to the walls {out['wall_gaps_mm']} mm"
+    f"at {s['position']} m (env frame), {where}; gaps to the walls "
+    f"{out['wall_gaps_mm']} mm"
   )
   print(
     f"{out['candidates']} candidates, {args.search} search's checks: "

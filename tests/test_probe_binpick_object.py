@@ -71,6 +71,7 @@ def test_wall_gaps_are_the_objects_bounds_inside_the_bin(run):
   assert result.returncode == 0, result.stderr[-3000:]
   assert "feasible:" not in result.stdout
   line = next(li for li in result.stdout.splitlines() if "gaps to the walls" in li)
+  assert ", in the bin;" in line
   gaps = json.loads(
     line.split("gaps to the walls ")[1].split(" mm")[0].replace("'", '"')
   )
