@@ -68,27 +68,33 @@ def check_args(args: Args) -> Run:
     fail(f"--show {args.show}: a count, 0 or more")
   if args.json is not None:
     check_new_file(args.json, "--json")
-  report_path, states_path = args.run / "report.json", args.run / "final_states.json"
+  return read_run(args.run, args.env, args.object)
+
+
+def read_run(run: Path, env: int, name: str) -> Run:
+  """A run folder's config and environment ``env``'s final states, with
+  object ``name`` poured there; a clear error (naming the flag) otherwise."""
+  report_path, states_path = run / "report.json", run / "final_states.json"
   for path in (report_path, states_path):
     if not path.is_file():
-      fail(f"--run {args.run}: no {path.name} (not a run of evaluate_binpick.py?)")
+      fail(f"--run {run}: no {path.name} (not a run of evaluate_binpick.py?)")
   try:
     config = json.loads(report_path.read_text())["config"]
     states = json.loads(states_path.read_text())
     missing = [k for k in RUN_SETTINGS if k not in config]
   except (json.JSONDecodeError, KeyError, TypeError) as e:
-    fail(f"--run {args.run}: unreadable report ({type(e).__name__}: {e})")
+    fail(f"--run {run}: unreadable report ({type(e).__name__}: {e})")
   if missing:
-    fail(f"--run {args.run}: its report.json has no {', '.join(missing)}")
-  if str(args.env) not in states:
-    fail(f"--env {args.env}: the run has environments 0 to {len(states) - 1}")
-  state = states[str(args.env)]
+    fail(f"--run {run}: its report.json has no {', '.join(missing)}")
+  if str(env) not in states:
+    fail(f"--env {env}: the run has environments 0 to {len(states) - 1}")
+  state = states[str(env)]
   names = [s["object"] for s in state]
-  if args.object not in names:
-    fail(f"--object {args.object}: the run's objects are {', '.join(names)}")
-  if not next(s for s in state if s["object"] == args.object)["poured"]:
-    fail(f"--object {args.object} was not poured in environment {args.env}")
-  return Run(config=config, state=state, index=names.index(args.object))
+  if name not in names:
+    fail(f"--object {name}: the run's objects are {', '.join(names)}")
+  if not next(s for s in state if s["object"] == name)["poured"]:
+    fail(f"--object {name} was not poured in environment {env}")
+  return Run(config=config, state=state, index=names.index(name))
 
 
 def build_expert(config: dict):
@@ -106,6 +112,8 @@ def build_expert(config: dict):
     seed=int(config["seed"]),
     object_seed=int(config["object_seed"]),
     object_set=config.get("object_set", "default"),
+    # The episode's length, as the run had it (build_env sets it from this).
+    max_steps=int(config.get("max_steps", 3600)),
   )
   env = build_env(run_args, "cpu", "mujoco")
   env.reset()

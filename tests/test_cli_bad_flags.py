@@ -49,6 +49,8 @@ BASE = {
   "plot_training.py": ["--run", "{run}", "--output", "{new}.png"],
   "summarize_binpick.py": ["--run", "{bin_run}"],
   "probe_binpick_object.py": ["--run", "{bin_probe}", "--object", "obj_00"],
+  "trace_binpick_object.py": ["--run", "{bin_probe}", "--object", "obj_00"]
+  + ["--end", "1"],
   "export_lerobot.py": ["{hdf5}", "--output", "{new}"],
   "check_lerobot_dataset.py": ["{dir}"],
   "collect_demos.py": ["--task", "CubeTray-UR5-RG2", "--output", "{new}.hdf5"],
@@ -212,6 +214,17 @@ BAD = {
     ["--show", "-1"],
     ["--json", "{file}"],  # Exists.
   ],
+  "trace_binpick_object.py": [
+    ["--run", "{new}"],
+    ["--run", "{bin_bare}"],  # Its report.json has no config.
+    ["--env", "3"],
+    ["--object", "obj_01"],  # Not poured.
+    ["--every", "0"],
+    ["--start", "2"],  # After --end.
+    ["--start", "-1"],
+    ["--end", "1000"],  # Past the run's episode.
+    ["--csv", "{file}"],  # Exists.
+  ],
   "render_poses.py": [
     ["--poses", "{new}.npz"],
     ["--poses", "{dir}"],
@@ -336,6 +349,7 @@ MISSING = {
   "glass_push_exam.py": ["--solution", "nudge", "--output", "{new}"],
   "render_poses.py": ["--output", "{new}"],
   "merge_demos.py": ["{file}", "--output", "{new}.hdf5"],  # one input
+  "trace_binpick_object.py": ["--run", "{bin_probe}", "--object", "obj_00"],
 }
 
 
@@ -508,6 +522,7 @@ REAL_RUNS = {
   "plot_training.py": ["--run", "{dir}"],
   "summarize_binpick.py": ["--run", "{dir}"],
   "probe_binpick_object.py": ["--run", "{dir}"],
+  "trace_binpick_object.py": ["--every", "0"],
   "export_lerobot.py": ["--fps", "0"],
   "check_lerobot_dataset.py": ["--items", "0"],
   "collect_demos.py": ["--cameras", "wrist,top"],
