@@ -317,13 +317,24 @@ def test_expert_numbers():
   )
   assert (gap, watch) == (mm(cfg.drop_gap)[0], cfg.zone_watch)
   assert directions == expert_module._FOOTPRINT_DIRECTIONS
-  (release_margin,) = quoted(r"opening to the grasp width plus (\d+) mm per side")
+  (release_margin,) = quoted(r"to the grasp width plus (\d+) mm per side")
   assert release_margin == mm(cfg.release_margin)[0]
-  (gap, settle) = quoted(
-    r"`lower` \(vertical, object (\d+) mm above the table, then until\s+the "
+  (level,) = quoted(
+    r"capsule whose axis is inclined by up to\s+(\d+) degrees is levelled"
+  )
+  assert level == pytest.approx(math.degrees(cfg.level_max))
+  gap, fingers, tolerance, settle = quoted(
+    r"`lower` \(vertical, until the held object's lowest point, as it is\s+"
+    r"held then, is (\d+) mm above the table, or the fingers' lowest point \(pads"
+    r"\s+and links, as the hand is posed\) is (\d+) mm above it, whichever comes "
+    r"first,\s+within ([\d.]+) mm; then until\s+the "
     r"object is still by the evaluator's speed limits, at most (\d+) s"
   )
-  assert (gap, settle) == (mm(cfg.release_gap)[0], cfg.release_settle)
+  assert (gap, fingers) == (mm(cfg.release_gap)[0], mm(cfg.finger_clearance)[0])
+  assert tolerance == cfg.release_tolerance * 1000
+  assert settle == cfg.release_settle
+  (opening,) = quoted(r"then opening at ([\d.]+) m/s to the grasp\s+width")
+  assert opening == cfg.release_open_speed
   route, zone, zone_radius = quoted(
     r"about its centre and (\d+) mm, is over the bin's outer walls, then "
     r"straight\s+down and across until the object's lowest point is (\d+) mm "

@@ -27,7 +27,11 @@ from experts.bin_pick.expert import (
   segment_box_span,
 )
 from experts.bin_pick.replica import ReplicaCfg
-from mjlab_tasks.bin_pick.env_cfg import DROP_DESTINATION, bin_pick_env_cfg
+from mjlab_tasks.bin_pick.env_cfg import (
+  DROP_DESTINATION,
+  bin_pick_env_cfg,
+  object_bounds,
+)
 from mjlab_tasks.common.verdict import invalidate_verdict, task_verdict
 from mjlab_tasks.engine import make_env
 
@@ -94,6 +98,13 @@ def _move_object(env, delta) -> None:
   state[0, :3] += torch.tensor(delta, dtype=torch.float32)
   obj.write_root_state_to_sim(state)
   env.sim.forward()
+
+
+def _rest_at(env, height: float) -> None:
+  """obj_00 moved (not stepped) so that its lowest point is ``height`` above
+  the table (the environment's z = 0)."""
+  lowest = float(object_bounds(env, "obj_00")[0][0, 2])
+  _move_object(env, [0.0, 0.0, height - lowest])
 
 
 def _assert_recovering(expert: BinPickExpert, reason: str, attempts: int) -> None:
@@ -248,7 +259,7 @@ def test_a_stalled_lowering_releases_the_object_where_it_rests(expert):
   """A lowering whose tool stops short of its target (the held object rests
   on something) releases the object after ``stall_time``: no failure."""
   _set(expert, Stage.LOWER)
-  expert.target_pos[0, 2] -= 0.05
+  _rest_at(expert.env, CFG.release_gap + 0.05)  # Not lowered yet.
   # Held where it is: nothing moves, so no slip.
   expert.hold_offset[0] = torch.tensor(_object_in_tool_frame(expert))
   calls = _acts_until_leaving(expert, Stage.LOWER, 200)
@@ -584,6 +595,7 @@ def test_the_object_is_released_still(expert, spin, stage_time, then, rng):
   # random axis: above the evaluator's 0.1 rad/s it is held until it is
   # still, or until release_settle into the lowering.
   env = expert.env
+  _rest_at(env, CFG.release_gap)
   axis = rng.normal(size=3)
   obj = env.scene["obj_00"]
   state = torch.cat([obj.data.root_link_pose_w, torch.zeros(1, 6)], dim=-1)
@@ -1151,23 +1163,111 @@ def test_a_placement_is_checked_while_the_expert_plans_on(
 
 def test_the_release_relaxes_the_grip_before_the_fingers_part(expert, rng):
   # Lowered and still: the gripper's target goes to the fingers' present
-  # opening (no squeeze), and only after release_relax to the release width.
+  # opening (no squeeze), and only after release_relax toward the release
+  # width. (The fixture's fingers are open: the target is then narrowed by
+  # hand, to see when it starts to open.)
   env = expert.env
+  _rest_at(env, CFG.release_gap)
   expert.hold_offset[0] = torch.tensor(_object_in_tool_frame(expert))
-  expert.release_command[0] = float(rng.uniform(-0.5, 0.5))
   _refresh_verdict(env)
   _set(expert, Stage.LOWER, CFG.release_settle)  # Past the wait for stillness.
   opening = float(env.sim.data.ten_length[0, _opening_tendon(env)])
   expert.act()
   assert Stage(int(expert.stage[0])) == Stage.RELEASE
   assert float(expert.gripper[0]) == pytest.approx(opening, abs=1e-6)
+  held = opening - float(rng.uniform(0.3, 0.8))
+  expert.gripper[0] = held
+  expert.release_command[0] = held + 0.2
   relaxed = 0
-  while float(expert.gripper[0]) != float(expert.release_command[0]):
+  while abs(float(expert.gripper[0]) - held) < 1e-6:
     assert Stage(int(expert.stage[0])) == Stage.RELEASE
     expert.act()
     relaxed += 1
   dt = env.step_dt
   assert relaxed * dt == pytest.approx(CFG.release_relax, abs=1.5 * dt)
+
+
+def test_the_fingers_open_at_release_open_speed_until_the_release_width(expert, rng):
+  # Relaxed: the gripper's target rises by release_open_speed per second
+  # (normalized: 2 / max opening per metre) until the release width, also
+  # once the retreat has started (here at once: the tool is far from the
+  # object, so the robot does not touch it).
+  from assets.ur5_rg2.model import RG2_MAX_OPENING
+
+  env = expert.env
+  _refresh_verdict(env)
+  expert.release_command[0] = float(rng.uniform(-0.2, 0.6))
+  start = float(expert.release_command[0]) - float(rng.uniform(0.2, 0.5))
+  _set(expert, Stage.RELEASE, CFG.release_relax)
+  expert.gripper[0] = start
+  step = 2.0 * CFG.release_open_speed * env.step_dt / RG2_MAX_OPENING
+  commands, stages = [], set()
+  for _ in range(200):
+    expert.act()
+    commands.append(float(expert.gripper[0]))
+    stages.add(Stage(int(expert.stage[0])))
+    if commands[-1] >= float(expert.release_command[0]):
+      break
+  rises = np.diff([start, *commands])
+  np.testing.assert_allclose(rises[:-1], step, rtol=1e-4)
+  assert 0.0 < rises[-1] <= step * (1 + 1e-4)
+  assert commands[-1] == pytest.approx(float(expert.release_command[0]), abs=1e-6)
+  assert Stage.RETREAT in stages
+
+
+def _finger_bottom(env) -> float:
+  """The lowest corner of the fingers' collision boxes as simulated (each
+  box's posed frame and half sizes), env frame."""
+  model, data = env.sim.mj_model, env.sim.data
+  signs = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)])
+  lowest = np.inf
+  for side in ("left", "right"):
+    body = model.body(f"robot/{side}_finger").id
+    for g in range(
+      model.body_geomadr[body], model.body_geomadr[body] + model.body_geomnum[body]
+    ):
+      if not model.geom_contype[g]:
+        continue
+      rot = data.geom_xmat[0, g].reshape(3, 3).double().numpy()
+      corners = (
+        data.geom_xpos[0, g].double().numpy() + (signs * model.geom_size[g]) @ rot.T
+      )
+      lowest = min(lowest, float(corners[:, 2].min()))
+  return lowest - float(env.scene.env_origins[0, 2])
+
+
+@pytest.mark.parametrize("limit", ["object", "fingers"])
+@pytest.mark.parametrize(
+  "offset_mm, lowered",
+  [(0.0, True), (1.2, True), (-1.2, True), (2.5, False), (40.0, False)],
+)
+def test_the_lowering_ends_at_the_release_gap_or_the_finger_clearance(
+  expert, limit, offset_mm, lowered
+):
+  # Held and still: the lowering ends (release) once the held object's lowest
+  # point is release_gap above the table, or the fingers' lowest point (the
+  # simulated boxes, as the hand is posed) finger_clearance above it,
+  # whichever comes first, within release_tolerance; until then its target
+  # is the tool height that puts that nearer limit there.
+  from dataclasses import replace
+
+  env = expert.env
+  offset = offset_mm / 1000.0
+  fingers = _finger_bottom(env)
+  if limit == "object":
+    _rest_at(env, CFG.release_gap + offset)  # The fingers are far above it.
+    assert fingers - CFG.finger_clearance > offset + 0.1
+  else:
+    expert.cfg = replace(CFG, finger_clearance=fingers - offset)
+    _rest_at(env, CFG.release_gap + offset + 0.02)
+  expert.hold_offset[0] = torch.tensor(_object_in_tool_frame(expert))
+  _refresh_verdict(env)
+  _set(expert, Stage.LOWER)
+  tool_z = float(expert._tool()[0][0, 2])
+  expert.act()
+  assert Stage(int(expert.stage[0])) == (Stage.RELEASE if lowered else Stage.LOWER)
+  if not lowered:
+    assert float(expert.target_pos[0, 2]) == pytest.approx(tool_z - offset, abs=2e-5)
 
 
 @pytest.mark.parametrize(
@@ -1363,3 +1463,37 @@ def test_the_expert_speeds_fit_the_demonstration_range():
     assert 0 < speed * step / arm.translation_scale <= 1.0
   assert CFG.turn_speed * step / arm.rotation_scale == pytest.approx(1.0)
   assert arm.translation_scale == pytest.approx(2 * arm.max_target_lead)
+
+
+def test_level_angle_takes_the_axis_to_its_least_rise_about_the_closing_axis(rng):
+  # Random unit axes and closing axes (up to 40 degrees off horizontal),
+  # turned by Rodrigues' formula here (NumPy): the turned axis rises by
+  # (axis . closing) closing_z, the part of its rise no turn about the
+  # closing axis changes (zero for a horizontal closing axis), and the turn
+  # is the smaller of the two that do so (at most a quarter turn).
+  from experts.bin_pick.expert import level_angle
+
+  n = 500
+  closing = rng.normal(size=(n, 3))
+  closing[:, 2] = np.tan(np.radians(rng.uniform(-40, 40, n))) * np.hypot(
+    closing[:, 0], closing[:, 1]
+  )
+  closing /= np.linalg.norm(closing, axis=1, keepdims=True)
+  closing[: n // 4, 2] = 0.0
+  closing[: n // 4] /= np.linalg.norm(closing[: n // 4], axis=1, keepdims=True)
+  axis = rng.normal(size=(n, 3))
+  axis /= np.linalg.norm(axis, axis=1, keepdims=True)
+  angle = (
+    level_angle(
+      torch.tensor(axis, dtype=torch.float32),
+      torch.tensor(closing, dtype=torch.float32),
+    )
+    .double()
+    .numpy()
+  )
+  c, s = np.cos(angle)[:, None], np.sin(angle)[:, None]
+  along = (axis * closing).sum(1, keepdims=True)
+  turned = axis * c + np.cross(closing, axis) * s + closing * along * (1 - c)
+  np.testing.assert_allclose(turned[:, 2], along[:, 0] * closing[:, 2], atol=2e-5)
+  assert np.abs(angle).max() <= np.pi / 2 + 1e-6
+  assert np.abs(turned[: n // 4, 2]).max() < 2e-5

@@ -99,6 +99,7 @@ from experts.bin_pick.replica import GraspReplica, PlanResult, ReplicaCfg, objec
 from mjlab_tasks.bin_pick.env_cfg import (
   DROP_DESTINATION,
   PARKING_X,
+  object_bounds,
   object_geom_points,
   pourer,
 )
@@ -197,6 +198,22 @@ def _swing(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
   return torch.atan2(cross, (a * b).sum(-1))
 
 
+def level_angle(axis: torch.Tensor, closing: torch.Tensor) -> torch.Tensor:
+  """The turn [B] [rad] (right-handed, least in size) about the unit
+  ``closing`` axis [B, 3] that brings the rise of the unit ``axis`` [B, 3] to
+  ``(axis . closing) closing_z``: horizontal when the closing axis is.
+
+  The turn moves the axis's part across the closing axis in the plane
+  spanned by the horizontal h = closing x z and u = closing x h; that part's
+  rise is its u component's, zero after a turn of atan(-b_u / b_h)."""
+  up = torch.zeros_like(closing)
+  up[:, 2] = 1.0
+  h = torch.nn.functional.normalize(torch.linalg.cross(closing, up), dim=-1)
+  u = torch.linalg.cross(closing, h)
+  b_h, b_u = (axis * h).sum(-1), (axis * u).sum(-1)
+  return torch.atan(-b_u / torch.where(b_h.abs() < 1e-9, 1e-9, b_h))
+
+
 def _finger_box_corners(model) -> torch.Tensor:
   """Corners [G, 8, 3] of the left finger's collision boxes (pad, link) in
   its frame shifted to the pad's inner face (x: outward, the closing axis).
@@ -238,10 +255,23 @@ class BinPickExpertCfg:
   """Tool height above the rim (and the pile) for transit and approach [m]."""
   carry_clearance: float = 0.04
   """Carried object's lowest point above the rim [m]."""
-  release_gap: float = 0.004
+  release_gap: float = 0.001
   """Object's lowest point above the table at release [m]."""
+  finger_clearance: float = 0.003
+  """Lowest point of the fingers (pads and links, as the hand is posed) above
+  the table at release [m]."""
+  level_max: float = math.radians(45.0)
+  """A held cylinder or capsule whose axis is inclined by up to this is
+  levelled on the carry (``_level_turn``) [rad]; 0: never."""
+  release_tolerance: float = 0.0015
+  """The lowering ends once the held object's lowest point, as it is held
+  now, is within this of ``release_gap`` above the table [m]."""
+  release_open_speed: float = 0.05
+  """Opening speed of the fingers at release [m/s] (the target's ramp)."""
   min_release_tool_z: float = RG2_PAD_HALF[2] + 0.012
-  """Lowest tool height at release (pads clear of the table) [m]."""
+  """Planning's lowest tool height at release, for the approach's and the
+  retreat's heights; the lowering itself ends by ``release_gap`` and
+  ``finger_clearance``, as the object is held and the hand posed [m]."""
   knock_margin: float = 0.03
   """Drop positions (the held object's centre) lie this far inside the
   delivery radius: a delivery knocked by up to this stays delivered [m]."""
@@ -610,6 +640,18 @@ class BinPickExpert:
     # tool axis [2 G, 8, 3].
     self._finger_corners = torch.cat(
       [left, left * torch.tensor([-1.0, -1.0, 1.0], device=dev)]
+    )
+    # Each object's geom when it is one cylinder or capsule (levelled when
+    # held inclined), else -1.
+    model = env.sim.mj_model
+    axial = (mujoco.mjtGeom.mjGEOM_CYLINDER, mujoco.mjtGeom.mjGEOM_CAPSULE)
+    self._axis_geom = torch.tensor(
+      [
+        g[0] if len(g) == 1 and model.geom_type[g[0]] in axial else -1
+        for g in self._object_geoms
+      ],
+      dtype=torch.long,
+      device=dev,
     )
     # Footprint parts (collision geoms) in object order: each part's object,
     # and each object's first part and part count.
@@ -1192,15 +1234,25 @@ class BinPickExpert:
     """The fingers' footprints (pads and links) [n, 2 G, U] about the held
     object's centre, opened to the release width, as the tool is now posed,
     on ``dirs`` (``supports``)."""
-    corners = self._finger_corners  # [2 G, 8, 3] finger frames, at the inner faces
-    local = corners.expand(len(ids), *corners.shape).clone()
-    side = corners[..., 0].mean(-1, keepdim=True).sign()  # Outward, per part [2 G, 1].
-    local[..., 0] += side * 0.5 * self.release_width[ids, None, None]
-    local[..., 2] -= RG2_TCP_OFFSET
-    rot = matrix_from_quat(now.tool_quat[ids])  # [n, 3, 3]
-    world = torch.einsum("nij,ngpj->ngpi", rot, local) + now.tool_pos[ids, None, None]
+    world = self._finger_points(
+      now.tool_pos[ids], now.tool_quat[ids], self.release_width[ids]
+    )
     points = world[..., :2] - centre[:, None, None]
     return supports(points, torch.zeros(points.shape[:2], device=self.device), dirs)
+
+  def _finger_points(
+    self, tool_pos: torch.Tensor, tool_quat: torch.Tensor, width: torch.Tensor
+  ) -> torch.Tensor:
+    """Corners of the fingers' collision boxes (pads and links) [n, 2 G, 8, 3],
+    env frame, the tool posed at ``tool_pos``, ``tool_quat`` [n, ...] and the
+    fingers opened to ``width`` [n] [m]."""
+    corners = self._finger_corners  # [2 G, 8, 3] finger frames, at the inner faces
+    local = corners.expand(len(width), *corners.shape).clone()
+    side = corners[..., 0].mean(-1, keepdim=True).sign()  # Outward, per part [2 G, 1].
+    local[..., 0] += side * 0.5 * width[:, None, None]
+    local[..., 2] -= RG2_TCP_OFFSET
+    rot = matrix_from_quat(tool_quat)  # [n, 3, 3]
+    return torch.einsum("nij,ngpj->ngpi", rot, local) + tool_pos[:, None, None]
 
   # One step.
 
@@ -1433,8 +1485,10 @@ class BinPickExpert:
     self.target_pos[ids, :2] = self.drop_xy[ids] - held_at[ids]
     self.target_pos[ids, 2] = self.approach_z[ids]
     up = torch.tensor([0.0, 0.0, 1.0], device=self.device).expand(len(ids), 3)
+    level = self._level_turn(now)
     self.target_quat[ids] = quat_mul(
-      quat_from_angle_axis(turn[ids], up), self.target_quat[ids]
+      quat_from_angle_axis(turn[ids], up),
+      quat_mul(level[ids], self.target_quat[ids]),
     )
     self._enter(m, Stage.CARRY)
     # On its way the turn swings the object's centre about the tool axis.
@@ -1442,6 +1496,19 @@ class BinPickExpert:
     margin = self.hold_radius + self.cfg.route_margin + sweep
     self._route(m, now.tool_pos, held_at, margin, self.carry_z, leaving=True)
     self._keep_off_base(m, now.tool_pos)
+
+  def _level_turn(self, now: _Step) -> torch.Tensor:
+    """Turns [B, 4] (world-frame quaternions) of the hand about its closing
+    axis that level a held cylinder or capsule (``level_angle``) whose axis
+    is inclined by at most ``level_max``: released inclined, such an object
+    falls over and rolls. No turn for every other hold."""
+    geom = self._axis_geom[now.obj]  # [B] (-1: not a cylinder or capsule)
+    axis = self.env.sim.data.geom_xmat[now.rows, geom.clamp_min(0)][..., 2]
+    closing = matrix_from_quat(now.tool_quat)[..., 0]
+    incline = torch.asin(axis[:, 2].abs().clamp(max=1.0))
+    apply = (geom >= 0) & (incline <= self.cfg.level_max)
+    angle = level_angle(axis, closing).clamp(-self.cfg.level_max, self.cfg.level_max)
+    return quat_from_angle_axis(torch.where(apply, angle, 0.0), closing)
 
   def _carry_turn(self, tool_pos: torch.Tensor) -> torch.Tensor:
     """The hand's turn about the vertical over a carry [B] [rad]: the arm's
@@ -1467,13 +1534,35 @@ class BinPickExpert:
     self.target_pos[m, 2] = self.release_z[m]
     self._enter(m, Stage.LOWER)
 
+  def _held_bottom(self, now: _Step) -> torch.Tensor:
+    """Each environment's target object's lowest point, env frame [B] [m]."""
+    lows = torch.stack([object_bounds(self.env, n)[0][:, 2] for n in self.names], 1)
+    return lows[now.rows, now.obj]
+
+  def _lowered(self, now: _Step) -> torch.Tensor:
+    """Lowerings whose held object's lowest point is ``release_gap`` above the
+    table, as the object is held now, or whose fingers' lowest point is
+    ``finger_clearance`` above it, whichever comes first (within
+    ``release_tolerance``); the lowering's target follows the hold [B]."""
+    lowering = now.at(Stage.LOWER)
+    if not bool(lowering.any()):
+      return lowering
+    width = 0.5 * (now.opening + 1.0) * RG2_MAX_OPENING
+    fingers = self._finger_points(now.tool_pos, now.tool_quat, width)
+    finger_above = fingers[..., 2].flatten(1).amin(1) - self.cfg.finger_clearance
+    above = torch.minimum(self._held_bottom(now) - self.cfg.release_gap, finger_above)
+    self.target_pos[:, 2] = torch.where(
+      lowering, now.tool_pos[:, 2] - above, self.target_pos[:, 2]
+    )
+    return lowering & (above.abs() <= self.cfg.release_tolerance)
+
   def _lower(self, now: _Step) -> None:
     """Lowered, or set down by a stalled lowering: open the gripper."""
     # Release a still object: the carry's diagonal ends just above the
     # release point and a swinging capsule let go rolls off (measured).
     slow = now.verdict["slow"][now.rows, now.obj]
     still = slow | (self.stage_time >= self.cfg.release_settle)
-    m = now.at(Stage.LOWER) & ((now.arrived & still) | now.set_down)
+    m = now.at(Stage.LOWER) & ((self._lowered(now) & still) | now.set_down)
     self.gripper[m] = now.opening[m]
     self._enter(m, Stage.RELEASE)
 
@@ -1482,7 +1571,11 @@ class BinPickExpert:
     touches the object (``release_open`` at the least) or ``release_time``:
     retreat upward."""
     m = now.at(Stage.RELEASE) & (self.stage_time >= self.cfg.release_relax)
-    self.gripper[m] = self.release_command[m]
+    # The opening ramps (also while retreating) up to the release width.
+    step = 2.0 * self.cfg.release_open_speed * self.env.step_dt / RG2_MAX_OPENING
+    m |= now.at(Stage.RETREAT) & (self.gripper < self.release_command)
+    ramp = torch.minimum(self.gripper + step, self.release_command)
+    self.gripper[m] = torch.maximum(self.gripper, ramp)[m]  # Never closing.
     opened = self.stage_time >= self.cfg.release_relax + self.cfg.release_open
     let_go = opened & now.verdict["released"][now.rows, now.obj]
     m = now.at(Stage.RELEASE) & (let_go | (self.stage_time >= self.cfg.release_time))
