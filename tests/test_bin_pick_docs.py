@@ -319,10 +319,6 @@ def test_expert_numbers():
   assert directions == expert_module._FOOTPRINT_DIRECTIONS
   (release_margin,) = quoted(r"to the grasp width plus (\d+) mm per side")
   assert release_margin == mm(cfg.release_margin)[0]
-  (level,) = quoted(
-    r"capsule whose axis is inclined by up to\s+(\d+) degrees is levelled"
-  )
-  assert level == pytest.approx(math.degrees(cfg.level_max))
   gap, fingers, tolerance, settle = quoted(
     r"`lower` \(vertical, until the held object's lowest point, as it is\s+"
     r"held then, is (\d+) mm above the table, or the fingers' lowest point \(pads"

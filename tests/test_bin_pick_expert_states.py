@@ -1463,37 +1463,3 @@ def test_the_expert_speeds_fit_the_demonstration_range():
     assert 0 < speed * step / arm.translation_scale <= 1.0
   assert CFG.turn_speed * step / arm.rotation_scale == pytest.approx(1.0)
   assert arm.translation_scale == pytest.approx(2 * arm.max_target_lead)
-
-
-def test_level_angle_takes_the_axis_to_its_least_rise_about_the_closing_axis(rng):
-  # Random unit axes and closing axes (up to 40 degrees off horizontal),
-  # turned by Rodrigues' formula here (NumPy): the turned axis rises by
-  # (axis . closing) closing_z, the part of its rise no turn about the
-  # closing axis changes (zero for a horizontal closing axis), and the turn
-  # is the smaller of the two that do so (at most a quarter turn).
-  from experts.bin_pick.expert import level_angle
-
-  n = 500
-  closing = rng.normal(size=(n, 3))
-  closing[:, 2] = np.tan(np.radians(rng.uniform(-40, 40, n))) * np.hypot(
-    closing[:, 0], closing[:, 1]
-  )
-  closing /= np.linalg.norm(closing, axis=1, keepdims=True)
-  closing[: n // 4, 2] = 0.0
-  closing[: n // 4] /= np.linalg.norm(closing[: n // 4], axis=1, keepdims=True)
-  axis = rng.normal(size=(n, 3))
-  axis /= np.linalg.norm(axis, axis=1, keepdims=True)
-  angle = (
-    level_angle(
-      torch.tensor(axis, dtype=torch.float32),
-      torch.tensor(closing, dtype=torch.float32),
-    )
-    .double()
-    .numpy()
-  )
-  c, s = np.cos(angle)[:, None], np.sin(angle)[:, None]
-  along = (axis * closing).sum(1, keepdims=True)
-  turned = axis * c + np.cross(closing, axis) * s + closing * along * (1 - c)
-  np.testing.assert_allclose(turned[:, 2], along[:, 0] * closing[:, 2], atol=2e-5)
-  assert np.abs(angle).max() <= np.pi / 2 + 1e-6
-  assert np.abs(turned[: n // 4, 2]).max() < 2e-5

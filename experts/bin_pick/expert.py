@@ -198,22 +198,6 @@ def _swing(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
   return torch.atan2(cross, (a * b).sum(-1))
 
 
-def level_angle(axis: torch.Tensor, closing: torch.Tensor) -> torch.Tensor:
-  """The turn [B] [rad] (right-handed, least in size) about the unit
-  ``closing`` axis [B, 3] that brings the rise of the unit ``axis`` [B, 3] to
-  ``(axis . closing) closing_z``: horizontal when the closing axis is.
-
-  The turn moves the axis's part across the closing axis in the plane
-  spanned by the horizontal h = closing x z and u = closing x h; that part's
-  rise is its u component's, zero after a turn of atan(-b_u / b_h)."""
-  up = torch.zeros_like(closing)
-  up[:, 2] = 1.0
-  h = torch.nn.functional.normalize(torch.linalg.cross(closing, up), dim=-1)
-  u = torch.linalg.cross(closing, h)
-  b_h, b_u = (axis * h).sum(-1), (axis * u).sum(-1)
-  return torch.atan(-b_u / torch.where(b_h.abs() < 1e-9, 1e-9, b_h))
-
-
 def _finger_box_corners(model) -> torch.Tensor:
   """Corners [G, 8, 3] of the left finger's collision boxes (pad, link) in
   its frame shifted to the pad's inner face (x: outward, the closing axis).
@@ -260,9 +244,6 @@ class BinPickExpertCfg:
   finger_clearance: float = 0.003
   """Lowest point of the fingers (pads and links, as the hand is posed) above
   the table at release [m]."""
-  level_max: float = math.radians(45.0)
-  """A held cylinder or capsule whose axis is inclined by up to this is
-  levelled on the carry (``_level_turn``) [rad]; 0: never."""
   release_tolerance: float = 0.0015
   """The lowering ends once the held object's lowest point, as it is held
   now, is within this of ``release_gap`` above the table [m]."""
@@ -640,18 +621,6 @@ class BinPickExpert:
     # tool axis [2 G, 8, 3].
     self._finger_corners = torch.cat(
       [left, left * torch.tensor([-1.0, -1.0, 1.0], device=dev)]
-    )
-    # Each object's geom when it is one cylinder or capsule (levelled when
-    # held inclined), else -1.
-    model = env.sim.mj_model
-    axial = (mujoco.mjtGeom.mjGEOM_CYLINDER, mujoco.mjtGeom.mjGEOM_CAPSULE)
-    self._axis_geom = torch.tensor(
-      [
-        g[0] if len(g) == 1 and model.geom_type[g[0]] in axial else -1
-        for g in self._object_geoms
-      ],
-      dtype=torch.long,
-      device=dev,
     )
     # Footprint parts (collision geoms) in object order: each part's object,
     # and each object's first part and part count.
@@ -1485,10 +1454,8 @@ class BinPickExpert:
     self.target_pos[ids, :2] = self.drop_xy[ids] - held_at[ids]
     self.target_pos[ids, 2] = self.approach_z[ids]
     up = torch.tensor([0.0, 0.0, 1.0], device=self.device).expand(len(ids), 3)
-    level = self._level_turn(now)
     self.target_quat[ids] = quat_mul(
-      quat_from_angle_axis(turn[ids], up),
-      quat_mul(level[ids], self.target_quat[ids]),
+      quat_from_angle_axis(turn[ids], up), self.target_quat[ids]
     )
     self._enter(m, Stage.CARRY)
     # On its way the turn swings the object's centre about the tool axis.
@@ -1496,19 +1463,6 @@ class BinPickExpert:
     margin = self.hold_radius + self.cfg.route_margin + sweep
     self._route(m, now.tool_pos, held_at, margin, self.carry_z, leaving=True)
     self._keep_off_base(m, now.tool_pos)
-
-  def _level_turn(self, now: _Step) -> torch.Tensor:
-    """Turns [B, 4] (world-frame quaternions) of the hand about its closing
-    axis that level a held cylinder or capsule (``level_angle``) whose axis
-    is inclined by at most ``level_max``: released inclined, such an object
-    falls over and rolls. No turn for every other hold."""
-    geom = self._axis_geom[now.obj]  # [B] (-1: not a cylinder or capsule)
-    axis = self.env.sim.data.geom_xmat[now.rows, geom.clamp_min(0)][..., 2]
-    closing = matrix_from_quat(now.tool_quat)[..., 0]
-    incline = torch.asin(axis[:, 2].abs().clamp(max=1.0))
-    apply = (geom >= 0) & (incline <= self.cfg.level_max)
-    angle = level_angle(axis, closing).clamp(-self.cfg.level_max, self.cfg.level_max)
-    return quat_from_angle_axis(torch.where(apply, angle, 0.0), closing)
 
   def _carry_turn(self, tool_pos: torch.Tensor) -> torch.Tensor:
     """The hand's turn about the vertical over a carry [B] [rad]: the arm's
