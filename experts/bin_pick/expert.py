@@ -1521,9 +1521,9 @@ class BinPickExpert:
     self._enter(m, Stage.RELEASE)
 
   def _release(self, now: _Step) -> None:
-    """Relaxed for ``release_relax``, then open until the robot no longer
-    touches the object (``release_open`` at the least) or ``release_time``:
-    retreat upward."""
+    """Relaxed for ``release_relax``, then opening at ``release_open_speed``
+    (on into the retreat) until the robot no longer touches the object
+    (``release_open`` at the least) or ``release_time``: retreat upward."""
     m = now.at(Stage.RELEASE) & (self.stage_time >= self.cfg.release_relax)
     # The opening ramps (also while retreating) up to the release width.
     step = 2.0 * self.cfg.release_open_speed * self.env.step_dt / RG2_MAX_OPENING
