@@ -317,3 +317,52 @@ def test_a_crowded_drop_zone_keeps_every_earlier_delivery(rng):
     raise AssertionError(f"no clean delivery in three scenes: {tried}")
   assert all(kept), (early, kept, moved.tolist())
   assert float(moved.max()) < BinPickExpertCfg().knock_margin, moved.tolist()
+
+
+def test_a_capsule_held_standing_keeps_its_length_clear_all_around(rng):
+  """``_fall_radius`` on random capsule poses, against the rule written out
+  per environment: the capsule's full length (2 (radius + half length), from
+  a model built here) where its axis is within 45 degrees of vertical,
+  else 0; and 0 for a box, a body of two capsules and a cylinder."""
+  from types import SimpleNamespace
+
+  import mujoco
+
+  from experts.bin_pick.expert import BinPickExpert, BinPickExpertCfg, _capsules
+
+  spec = mujoco.MjSpec()
+  radius, half = rng.uniform(0.01, 0.03), rng.uniform(0.02, 0.05)
+  bodies = []
+  for name, shapes in (
+    ("capsule", [(mujoco.mjtGeom.mjGEOM_CAPSULE, [radius, half, 0])]),
+    ("box", [(mujoco.mjtGeom.mjGEOM_BOX, [0.02, 0.03, 0.04])]),
+    ("pair", [(mujoco.mjtGeom.mjGEOM_CAPSULE, [0.01, 0.02, 0])] * 2),
+    ("cylinder", [(mujoco.mjtGeom.mjGEOM_CYLINDER, [radius, half, 0])]),
+  ):
+    body = spec.worldbody.add_body(name=name)
+    bodies.append([body.add_geom(type=t, size=s) for t, s in shapes])
+  model = spec.compile()
+  groups = [[g.id for g in gs] for gs in bodies]
+  geom, length = _capsules(model, groups, "cpu")
+  assert geom.tolist() == [groups[0][0], -1, -1, -1]
+  assert length.tolist() == pytest.approx([2 * (radius + half), 0.0, 0.0, 0.0])
+
+  n = 64
+  axes = rng.normal(size=(n, 3))
+  axes /= np.linalg.norm(axes, axis=1, keepdims=True)
+  xmat = torch.zeros(n, model.ngeom, 3, 3)
+  for body in (0, 3):  # The capsule, and the cylinder posed alike.
+    xmat[:, groups[body][0], :, 2] = torch.tensor(axes, dtype=torch.float32)
+  targets = torch.tensor(rng.integers(0, 4, n))
+  expert = BinPickExpert.__new__(BinPickExpert)
+  expert.cfg = BinPickExpertCfg()
+  expert._capsule_geom, expert._capsule_length = geom, length
+  expert.target_obj = targets
+  expert.env = SimpleNamespace(
+    sim=SimpleNamespace(data=SimpleNamespace(geom_xmat=xmat))
+  )
+  got = expert._fall_radius(torch.arange(n))
+  for i in range(n):
+    tilt = math.degrees(math.acos(min(1.0, abs(axes[i, 2]))))
+    standing = int(targets[i]) == 0 and tilt < 45.0
+    assert float(got[i]) == pytest.approx(2 * (radius + half) if standing else 0.0)
