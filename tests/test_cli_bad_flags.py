@@ -48,6 +48,7 @@ BASE = {
   "render_poses.py": ["--poses", "{poses}", "--output", "{new}"],
   "plot_training.py": ["--run", "{run}", "--output", "{new}.png"],
   "summarize_binpick.py": ["--run", "{bin_run}"],
+  "grasp_outcomes.py": ["--run", "{bin_probe}"],
   "probe_binpick_object.py": ["--run", "{bin_probe}", "--object", "obj_00"],
   "trace_binpick_object.py": ["--run", "{bin_probe}", "--object", "obj_00"]
   + ["--end", "1"],
@@ -202,6 +203,12 @@ BAD = {
     ["--json", "{file}"],  # Exists.
     ["--min-delivered", "1.5"],
     ["--min-cleared", "-0.1"],
+  ],
+  "grasp_outcomes.py": [
+    ["--run", "{new}"],
+    ["--run", "{bin_run}"],  # A report.json, no transitions.
+    ["--run", "{bin_probe}", "{dir}"],  # Nothing in the second.
+    ["--json", "{file}"],  # Exists.
   ],
   "probe_binpick_object.py": [
     ["--run", "{new}"],
@@ -389,8 +396,9 @@ def paths(tmp_path) -> dict[str, str]:
 
 
 def write_bin_probe_run(folder: Path, bare: Path) -> None:
-  """A bin-picking run folder as the probe reads it (config and final
-  states only), and a copy whose report has no config."""
+  """A bin-picking run folder as the probe and the grasp counter read it
+  (config, final states, no transitions), and a copy whose report has no
+  config."""
   import json
 
   config = dict(
@@ -403,6 +411,7 @@ def write_bin_probe_run(folder: Path, bare: Path) -> None:
     path.mkdir()
     (path / "report.json").write_text(json.dumps(report))
     (path / "final_states.json").write_text(json.dumps(states))
+    (path / "transitions.json").write_text(json.dumps({"0": []}))
 
 
 def write_demo_file(path: Path) -> str:
@@ -521,6 +530,7 @@ REAL_RUNS = {
   "render_poses.py": ["--output", "{dir}"],
   "plot_training.py": ["--run", "{dir}"],
   "summarize_binpick.py": ["--run", "{dir}"],
+  "grasp_outcomes.py": ["--run", "{dir}"],
   "probe_binpick_object.py": ["--run", "{dir}"],
   "trace_binpick_object.py": ["--every", "0"],
   "export_lerobot.py": ["--fps", "0"],
