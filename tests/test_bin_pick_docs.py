@@ -327,6 +327,8 @@ def test_expert_numbers():
     r"object is still by the evaluator's speed limits, at most (\d+) s"
   )
   assert (gap, fingers) == (mm(cfg.release_gap)[0], mm(cfg.finger_clearance)[0])
+  (standing,) = quoted(r"a capsule held standing, its axis within\s+(\d+) degrees")
+  assert standing == pytest.approx(math.degrees(cfg.standing_tilt))
   assert tolerance == cfg.release_tolerance * 1000
   assert settle == cfg.release_settle
   (opening,) = quoted(r"then opening at ([\d.]+) m/s to the grasp\s+width")
