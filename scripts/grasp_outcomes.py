@@ -132,8 +132,7 @@ def tiers(attempts: list[Attempt]) -> np.ndarray:
 
 def count(attempts: list[Attempt]) -> dict[str, dict[str, Counter]]:
   """Outcomes by tier, by search and by kind."""
-  by = {"tier": defaultdict(Counter), "search": defaultdict(Counter)}
-  by["kind"] = defaultdict(Counter)
+  by = {key: defaultdict(Counter) for key in ("tier", "search", "kind")}
   for attempt, tier in zip(attempts, tiers(attempts), strict=True):
     by["tier"][TIER_NAMES[int(tier)]][attempt.outcome] += 1
     by["search"][attempt.search][attempt.outcome] += 1

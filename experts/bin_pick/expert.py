@@ -170,6 +170,16 @@ _VERIFY_AFTER = 0.2
 _FOOTPRINT_DIRECTIONS = 64
 
 
+def _command(width):
+  """The gripper's normalized command [-1, 1] for an opening ``width`` [m]."""
+  return 2.0 * width / RG2_MAX_OPENING - 1.0
+
+
+def _width(command):
+  """The opening [m] of a normalized gripper command or reading [-1, 1]."""
+  return 0.5 * (command + 1.0) * RG2_MAX_OPENING
+
+
 def _capsules(model, object_geoms, device) -> tuple[torch.Tensor, torch.Tensor]:
   """Per object: its geom if it is one capsule, else -1 [K]; the capsule's
   full length, end to end, else 0 [K] [m]."""
@@ -1003,13 +1013,13 @@ class BinPickExpert:
       self.target_pos[i, 2] = transit_z
       self.target_quat[i] = self.grasp_quat[i]
       # Pre-shaped: normalized position of the planned opening.
-      self.open_command[i] = 2.0 * plan.open_width / RG2_MAX_OPENING - 1.0
+      self.open_command[i] = _command(plan.open_width)
       close_width = max(0.0, plan.width - 2 * self.cfg.grip_squeeze)
-      self.close_command[i] = 2.0 * close_width / RG2_MAX_OPENING - 1.0
+      self.close_command[i] = _command(close_width)
       self.release_width[i] = min(
         plan.open_width, plan.width + 2 * self.cfg.release_margin
       )
-      self.release_command[i] = 2.0 * self.release_width[i] / RG2_MAX_OPENING - 1.0
+      self.release_command[i] = _command(self.release_width[i])
       self.gripper[i] = self.open_command[i]
       self._enter(
         mask,
@@ -1467,7 +1477,7 @@ class BinPickExpert:
     # Nothing held: the robot does not touch the target (simulator contacts),
     # or the fingers closed to within a millimetre of fully closed.
     touching = ~now.verdict["released"][now.rows, now.obj]
-    closed = -1.0 + 2.0 * self.cfg.empty_margin / RG2_MAX_OPENING
+    closed = _command(self.cfg.empty_margin)
     empty = m & (~touching | (now.opening < closed))
     self._fail(empty, "empty_grasp")
     m &= ~empty
@@ -1525,10 +1535,14 @@ class BinPickExpert:
     self.target_pos[m, 2] = self.release_z[m]
     self._enter(m, Stage.LOWER)
 
-  def _held_bottom(self, now: _Step) -> torch.Tensor:
-    """Each environment's target object's lowest point, env frame [B] [m]."""
-    lows = torch.stack([object_bounds(self.env, n)[0][:, 2] for n in self.names], 1)
-    return lows[now.rows, now.obj]
+  def _held_bottom(self, now: _Step, envs: torch.Tensor) -> torch.Tensor:
+    """The lowest point of the object each of ``envs`` [B] (a mask) holds,
+    env frame [B] [m] (0 elsewhere): the bounds of those objects only."""
+    low = torch.zeros(len(envs), device=self.device)
+    for k in now.obj[envs].unique().tolist():
+      mine = envs & (now.obj == k)
+      low = torch.where(mine, object_bounds(self.env, self.names[k])[0][:, 2], low)
+    return low
 
   def _lowered(self, now: _Step) -> torch.Tensor:
     """Lowerings whose held object's lowest point is ``release_gap`` above the
@@ -1538,10 +1552,10 @@ class BinPickExpert:
     lowering = now.at(Stage.LOWER)
     if not bool(lowering.any()):
       return lowering
-    width = 0.5 * (now.opening + 1.0) * RG2_MAX_OPENING
-    fingers = self._finger_points(now.tool_pos, now.tool_quat, width)
+    fingers = self._finger_points(now.tool_pos, now.tool_quat, _width(now.opening))
     finger_above = fingers[..., 2].flatten(1).amin(1) - self.cfg.finger_clearance
-    above = torch.minimum(self._held_bottom(now) - self.cfg.release_gap, finger_above)
+    held_above = self._held_bottom(now, lowering) - self.cfg.release_gap
+    above = torch.minimum(held_above, finger_above)
     self.target_pos[:, 2] = torch.where(
       lowering, now.tool_pos[:, 2] - above, self.target_pos[:, 2]
     )
