@@ -24,6 +24,7 @@ from experts.bin_pick.expert import (
   BinPickExpert,
   BinPickExpertCfg,
   Stage,
+  _width,
   segment_box_span,
 )
 from experts.bin_pick.replica import ReplicaCfg
@@ -1463,3 +1464,98 @@ def test_the_expert_speeds_fit_the_demonstration_range():
     assert 0 < speed * step / arm.translation_scale <= 1.0
   assert CFG.turn_speed * step / arm.rotation_scale == pytest.approx(1.0)
   assert arm.translation_scale == pytest.approx(2 * arm.max_target_lead)
+
+
+@pytest.mark.parametrize(
+  "turn_deg, descends", [(5.0, True), (19.0, True), (25.0, False)]
+)
+def test_a_move_above_ends_at_its_position_turned_within_descent_turn(
+  expert, turn_deg, descends, rng
+):
+  # At the target position (the tool's own), the target turned about the
+  # vertical by a random sign: the descent starts while the turn is within
+  # descent_turn (20 degrees) of the target, with its turn still pending
+  # where that is more than rot_tolerance (3 degrees).
+  sign = float(rng.choice([-1.0, 1.0]))
+  turn = quat_from_angle_axis(
+    torch.tensor([sign * np.radians(turn_deg)]), torch.tensor([[0.0, 0.0, 1.0]])
+  )
+  expert.target_quat[:] = quat_mul(turn, expert.target_quat)
+  _set(expert, Stage.MOVE_ABOVE)
+  expert.act()
+  stage = Stage(int(expert.stage[0]))
+  assert stage == (Stage.DESCEND if descends else Stage.MOVE_ABOVE)
+  assert bool(expert.turn_pending[0]) == descends
+
+
+def _hand_lowest(expert: BinPickExpert) -> float:
+  """The fingers' lowest point as the hand is posed and opened now (env frame)."""
+  tool_pos, tool_quat = expert._tool()
+  opening = expert._gripper_term.opening
+  fingers = expert._finger_points(tool_pos, tool_quat, _width(opening))
+  return float(fingers[..., 2].min())
+
+
+@pytest.mark.parametrize("object_above_rim", [None, 0.03])
+def test_a_descent_still_turning_stays_above_the_rim_and_the_pile(
+  expert, env, object_above_rim
+):
+  # Hand computation: while a descent's turn is pending, the command aims no
+  # lower than the rim, or the top of another object in the bin where that
+  # is higher, plus blend_clearance, for the fingers' lowest point; once
+  # turned, at its target. Here obj_00 is not the target (the pile's object)
+  # and lies on the floor (its top below the rim) or is raised to its top
+  # 30 mm above the rim.
+  rim = expert.geometry.rim_z
+  if object_above_rim is not None:
+    top = float(object_bounds(env, "obj_00")[1][0, 2])
+    _move_object(env, [0.0, 0.0, rim + object_above_rim - top])
+  pile = max(rim, float(object_bounds(env, "obj_00")[1][0, 2]))
+  expert.target_obj[:] = -1
+  tool_pos, tool_quat = expert._tool()
+  floor = pile + CFG.blend_clearance + float(tool_pos[0, 2]) - _hand_lowest(expert)
+  # The tool at home above the floor, the target 0.3 m below it and turned.
+  assert float(tool_pos[0, 2]) > floor
+  expert.target_pos[:] = tool_pos
+  expert.target_pos[0, 2] = floor - 0.3
+  turn = quat_from_angle_axis(
+    torch.tensor([np.radians(10.0)]), torch.tensor([[0.0, 0.0, 1.0]])
+  )
+  expert.target_quat[:] = quat_mul(turn, tool_quat)
+  _set(expert, Stage.DESCEND)
+  expert.turn_pending[:] = True
+  arm = expert.arm
+  arm.desired_pos_w[:] = tool_pos + expert.env.scene.env_origins
+  arm.desired_quat_w[:] = tool_quat
+  arm.has_target[:] = True
+  # Command just above the floor: the step aims at it, not below.
+  arm.desired_pos_w[0, 2] = floor + 0.004 + float(expert.env.scene.env_origins[0, 2])
+  move = expert.act()[0, :3] * arm.cfg.translation_scale
+  assert float(arm.desired_pos_w[0, 2] - expert.env.scene.env_origins[0, 2]) + float(
+    move[2]
+  ) == pytest.approx(floor, abs=1e-4)
+  # Turned (the target's orientation is the tool's): down toward the target.
+  expert.target_quat[:] = expert._tool()[1]
+  move = expert.act()[0, :3] * arm.cfg.translation_scale
+  step = CFG.transit_speed * expert.env.step_dt
+  assert float(move[2]) == pytest.approx(-step, abs=1e-5)
+  assert not bool(expert.turn_pending[0])
+
+
+@pytest.mark.parametrize("bottom_above_rim, carries", [(0.005, False), (0.025, True)])
+def test_a_lift_ends_once_the_object_is_clear_of_the_rim_and_the_pile(
+  expert, env, bottom_above_rim, carries
+):
+  # The held object raised (not stepped) so that its lowest point is this
+  # far above the rim, the tool at home well above it, the lift's target
+  # higher still: the carry starts once the object's and the hand's lowest
+  # points are blend_clearance (15 mm) above the rim (no other object).
+  rim = expert.geometry.rim_z
+  _rest_at(env, rim + bottom_above_rim)
+  assert _hand_lowest(expert) > rim + 0.1
+  _set(expert, Stage.LIFT)
+  expert.target_pos[0, 2] += 0.2
+  expert.hold_offset[0] = torch.tensor(_object_in_tool_frame(expert))
+  expert.act()
+  assert Stage(int(expert.stage[0])) == (Stage.CARRY if carries else Stage.LIFT)
+  assert not expert.logs[0].failures

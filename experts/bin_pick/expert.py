@@ -381,7 +381,7 @@ class BinPickExpertCfg:
   lift_speed: float = 0.05
   """Largest hand speed while the held object is still within
   ``careful_lift`` of where it was grasped [m/s] (2.5 mm per step)."""
-  transit_speed: float = 0.3
+  transit_speed: float = 0.4
   """Largest hand speed without an object (move above, descend, retreat,
   recover, to and from a push) [m/s]. Measured on pour and object seed 1
   (docs/bin_pick.md): 0.1 m/s everywhere 20.0 s per delivery, 0.2 m/s
@@ -408,6 +408,15 @@ class BinPickExpertCfg:
   turn held a move at 0.03 m/s for 1.3 s, against 0.2 m/s without a turn).
   Within this lead the translation keeps its pace while the hand turns."""
   careful_lift: float = 0.03
+  descent_turn: float = math.radians(20.0)
+  """A move above a grasp ends once the tool is at its position and turned
+  within this of the grasp's orientation: the descent goes on turning, no
+  lower than ``_descent_floor`` until turned within ``rot_tolerance``
+  [rad]."""
+  blend_clearance: float = 0.015
+  """A lift ends, and the carry rises on to its level, once the held object
+  and the hand are this far above the bin's rim and its pile; a descent
+  still turning stays this far above them [m]."""
   """Lift height over which the object leaves the pile slowly [m]."""
   settle_time: float = 1.5
   """Longest wait before planning for the undelivered objects within the
@@ -499,6 +508,11 @@ class _Step:
   """Gripper tendon length [B]."""
   arrived: torch.Tensor
   """Tool at its target within the tolerances, no via point pending."""
+  placed: torch.Tensor
+  """Tool at its target position (``pos_tolerance``), no via point pending,
+  its turn still within ``descent_turn`` of the target's."""
+  turned: torch.Tensor
+  """Tool within ``rot_tolerance`` of the target's orientation."""
   timed_out: torch.Tensor
   blocked: torch.Tensor
   """A descent that stalled (the open fingers rest on the pile)."""
@@ -576,6 +590,8 @@ class BinPickExpert:
     # A point the tool passes through on the way to target_pos (routing).
     self.via = torch.zeros(n, 3, device=dev)
     self.via_on = torch.zeros(n, dtype=torch.bool, device=dev)
+    # Descents not yet turned within rot_tolerance (_descent_floor).
+    self.turn_pending = torch.zeros(n, dtype=torch.bool, device=dev)
     layout = self.geometry.layout()
     self._bin_lo = torch.tensor(
       [layout.bin_outer_x[0], layout.bin_outer_y[0]], dtype=torch.float32, device=dev
@@ -1282,6 +1298,7 @@ class BinPickExpert:
     # One transition per environment and step: decide on this snapshot.
     now.stage = self.stage.clone()
     now.arrived &= ~now.timed_out & ~now.slipped
+    now.placed &= ~now.timed_out & ~now.slipped
     self._approach(now)
     self._close(now)
     self._lift(now)
@@ -1301,7 +1318,7 @@ class BinPickExpert:
     verdict = task_verdict(self.env)
     tool_pos, tool_quat = self._tool()
     stage = self.stage.clone()
-    arrived = self._arrived(tool_pos, tool_quat)
+    arrived, placed, turned = self._arrived(tool_pos, tool_quat)
     turning = self._turning(tool_quat)
     in_motion = torch.zeros_like(arrived)
     for s in _MOTION:
@@ -1323,6 +1340,8 @@ class BinPickExpert:
       rel=rel,
       opening=self._gripper_term.opening,
       arrived=arrived,
+      placed=placed,
+      turned=turned,
       timed_out=timed_out,
       # Only a descent (the open fingers rest on the pile) and a lowering (the
       # held object rests on something) stall: a lift still pulling on a
@@ -1332,14 +1351,19 @@ class BinPickExpert:
       slipped=torch.zeros_like(arrived),  # Set by _hold.
     )
 
-  def _arrived(self, tool_pos: torch.Tensor, tool_quat: torch.Tensor) -> torch.Tensor:
-    """Tools at their targets within the tolerances, no via point pending."""
+  def _arrived(
+    self, tool_pos: torch.Tensor, tool_quat: torch.Tensor
+  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Tools at their targets within the tolerances, no via point pending;
+    at the target position only, turned within ``descent_turn`` (``placed``);
+    turned within ``rot_tolerance`` [B] each."""
     pos_err = torch.linalg.vector_norm(self.target_pos - tool_pos, dim=-1)
     rot_err = torch.linalg.vector_norm(
       axis_angle_from_quat(quat_mul(self.target_quat, quat_inv(tool_quat))), dim=-1
     )
-    arrived = (pos_err < self.cfg.pos_tolerance) & (rot_err < self.cfg.rot_tolerance)
-    return arrived & ~self.via_on
+    placed = (pos_err < self.cfg.pos_tolerance) & ~self.via_on
+    turned = rot_err < self.cfg.rot_tolerance
+    return placed & turned, placed & (rot_err < self.cfg.descent_turn), turned
 
   def _turning(self, tool_quat: torch.Tensor) -> torch.Tensor:
     """Hands whose commanded turn is not done yet (more than one step's turn
@@ -1463,9 +1487,11 @@ class BinPickExpert:
     return sphere | kept
 
   def _approach(self, now: _Step) -> None:
-    """Above the grasp: descend to it; at the grasp: close."""
-    m = now.at(Stage.MOVE_ABOVE) & now.arrived
+    """Above the grasp (its turn may still end in the descent's first part,
+    ``_descent_floor``): descend to it; at the grasp: close."""
+    m = now.at(Stage.MOVE_ABOVE) & now.placed
     self.target_pos[m] = self.grasp_pos[m]
+    self.turn_pending[m] = ~now.turned[m]
     self._enter(m, Stage.DESCEND)
     m = now.at(Stage.DESCEND) & now.arrived
     self.gripper[m] = self.close_command[m]
@@ -1486,9 +1512,11 @@ class BinPickExpert:
     self._enter(m, Stage.LIFT)
 
   def _lift(self, now: _Step) -> None:
-    """Lifted: carry the object over a free drop slot, level while it is
-    over the bin's walls, the hand turning with the arm's swing."""
-    m = now.at(Stage.LIFT) & now.arrived
+    """Lifted (or risen ``blend_clearance`` above the rim and the pile, from
+    where the carry rises on to its level over the walls): carry the object
+    over a free drop slot, level while it is over the bin's walls, the hand
+    turning with the arm's swing."""
+    m = now.at(Stage.LIFT) & (now.arrived | self._above_pile(now))
     if not bool(m.any()):
       return
     ids = m.nonzero().flatten()
@@ -1510,6 +1538,55 @@ class BinPickExpert:
     margin = self.hold_radius + self.cfg.route_margin + sweep
     self._route(m, now.tool_pos, held_at, margin, self.carry_z, leaving=True)
     self._keep_off_base(m, now.tool_pos)
+
+  def _pile_top(self, envs: torch.Tensor) -> torch.Tensor:
+    """The bin's rim or the top of its highest object other than the target
+    (any object whose centre lies within ``route_margin`` of the bin's
+    walls), whichever is higher, env frame [B] [m] (computed for ``envs``
+    [B], a mask, only)."""
+    top = torch.full_like(self.stage_time, self.geometry.rim_z)
+    pos = self._object_pos()[..., :2]
+    lo, hi = self._bin_lo - self.cfg.route_margin, self._bin_hi + self.cfg.route_margin
+    near = ((pos >= lo) & (pos <= hi)).all(-1) & envs[:, None]
+    for k, name in enumerate(self.names):
+      other = near[:, k] & (self.target_obj != k)
+      if bool(other.any()):
+        high = object_bounds(self.env, name)[1][:, 2]
+        top = torch.where(other, torch.maximum(top, high), top)
+    return top
+
+  def _lowest(self, now: _Step, envs: torch.Tensor) -> torch.Tensor:
+    """The lowest point of the hand (fingers as opened now) and, in a lift,
+    of the held object, env frame [B] [m] (``envs`` [B], a mask)."""
+    fingers = self._finger_points(now.tool_pos, now.tool_quat, _width(now.opening))
+    low = fingers[..., 2].flatten(1).amin(1)
+    held = envs & now.at(Stage.LIFT)
+    return torch.where(held, torch.minimum(low, self._held_bottom(now, held)), low)
+
+  def _above_pile(self, now: _Step) -> torch.Tensor:
+    """Lifts whose object and hand are ``blend_clearance`` above the rim and
+    the pile (``_pile_top``) [B]."""
+    lifting = now.at(Stage.LIFT) & ~now.timed_out & ~now.slipped
+    if not bool(lifting.any()):
+      return lifting
+    clear = (
+      self._lowest(now, lifting) >= self._pile_top(lifting) + self.cfg.blend_clearance
+    )
+    return lifting & clear
+
+  def _descent_floor(self, now: _Step) -> torch.Tensor:
+    """Descents still turning (``descent_turn``): the lowest tool height [B]
+    at which the hand stays ``blend_clearance`` above the rim and the pile
+    (``_pile_top``) until turned; -inf elsewhere."""
+    floor = torch.full_like(self.stage_time, -math.inf)
+    # Once turned, a descent is not held up again (a contact may turn it).
+    self.turn_pending &= (self.stage == int(Stage.DESCEND)) & ~now.turned
+    turning = self.turn_pending.clone()
+    if bool(turning.any()):
+      above = now.tool_pos[:, 2] - self._lowest(now, turning)
+      top = self._pile_top(turning) + self.cfg.blend_clearance + above
+      floor = torch.where(turning, top, floor)
+    return floor
 
   def _carry_turn(self, tool_pos: torch.Tensor) -> torch.Tensor:
     """The hand's turn about the vertical over a carry [B] [rad]: the arm's
@@ -1705,6 +1782,7 @@ class BinPickExpert:
     passed = torch.linalg.vector_norm(self.via - base_pos, dim=-1) < 2e-3
     self.via_on &= ~passed
     aim = torch.where(self.via_on.unsqueeze(-1), self.via, self.target_pos)
+    aim[:, 2] = torch.maximum(aim[:, 2], self._descent_floor(now))
     move = aim - base_pos
     # Slow while a held object leaves the pile: neighbours drag on it.
     low = now.tool_pos[:, 2] < self.grasp_pos[:, 2] + self.cfg.careful_lift
