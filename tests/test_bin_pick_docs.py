@@ -299,12 +299,20 @@ def test_expert_numbers():
   assert careful == mm(cfg.careful_lift)[0] and speed == cfg.lift_speed
   (transit,) = quoted(r"transit height: rim \+ (\d+) mm \+ pad half height")
   assert transit == mm(cfg.transit_clearance)[0]
+  turn, clearance = quoted(
+    r"turned within (\d+) degrees of the grasp's orientation, `descent_turn`.*?"
+    r"fingers' lowest point is (\d+) mm, `blend_clearance`"
+  )
+  assert turn == pytest.approx(math.degrees(cfg.descent_turn))
+  assert clearance == mm(cfg.blend_clearance)[0]
+  (empty_hand,) = quoted(r"to and from a push\) at ([\d.]+) m/s \(20 mm per 20 Hz")
+  assert empty_hand == cfg.transit_speed
   close, squeeze = quoted(
     r"`close` \(([\d.]+) s; the gripper's position target is the planned width "
     r"minus (\d+) mm per side"
   )
   assert (close, squeeze / 1000) == (cfg.close_time, cfg.grip_squeeze)
-  (carry,) = quoted(r"lowest point is (\d+) mm above the rim\)")
+  (carry,) = quoted(r"object's lowest point is (\d+) mm above the rim, or earlier")
   assert carry == mm(cfg.carry_clearance)[0]
   spacing, radius, knock = quoted(
     r"grid of (\d+) mm within (\d+) mm of the drop destination, (\d+) mm inside"
