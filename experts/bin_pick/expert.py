@@ -390,12 +390,6 @@ class BinPickExpertCfg:
   step) since 2026-12-07: on pour and object seed 56's first 30 s a move
   above a grasp took 1.90 s on average against 2.03 s at 0.3 m/s."""
   carry_speed: float = 0.2
-  held_accel: float = 0.5
-  """Largest rise of a held object's speed bound past the careful lift, from
-  ``lift_speed`` to ``carry_speed`` [m/s^2]: a lift's slips peaked 0.4 s
-  into it (the object left behind, 20 mm at 0.05 m/s) and again 0.7 to
-  0.9 s into it, just after the careful lift's 0.6 s, where the bound
-  jumped fourfold in one step."""
   """Largest hand speed with a held object, past the careful lift and until
   the lowering (lift, carry) [m/s]."""
   lower_speed: float = 0.15
@@ -588,9 +582,6 @@ class BinPickExpert:
     self.carry_z = torch.zeros(n, device=dev)
     self.release_z = torch.zeros(n, device=dev)
     self.hold_offset = torch.zeros(n, 3, device=dev)  # Object in the tool frame.
-    # Speed bound of a held object's move, raised by held_accel per second
-    # past the careful lift [m/s].
-    self.held_pace = torch.zeros(n, device=dev)
     self.drop_xy = torch.zeros(n, 2, device=dev)
     # Where the carry ends and the retreat stops (tool heights), and the held
     # object's horizontal reach about its centre (planned).
@@ -1800,14 +1791,8 @@ class BinPickExpert:
     speed = torch.full_like(self.stage_time, self.cfg.lower_speed)
     for stage in _TRANSIT:
       speed[now.at(stage)] = self.cfg.transit_speed
-    held = now.at(Stage.LIFT) | now.at(Stage.CARRY)
-    rise = self.cfg.held_accel * self.env.step_dt
-    self.held_pace = torch.where(
-      careful | ~held,
-      torch.full_like(self.held_pace, self.cfg.lift_speed),
-      (self.held_pace + rise).clamp_max(self.cfg.carry_speed),
-    )
-    speed[held] = self.held_pace[held]
+    speed[now.at(Stage.LIFT) | now.at(Stage.CARRY)] = self.cfg.carry_speed
+    speed[careful] = self.cfg.lift_speed
     speed[now.at(Stage.PUSH)] = self.cfg.push_speed
     return _within(move, (speed * self.env.step_dt).unsqueeze(-1))
 
