@@ -409,6 +409,7 @@ class BinPickExpertCfg:
   turn held a move at 0.03 m/s for 1.3 s, against 0.2 m/s without a turn).
   Within this lead the translation keeps its pace while the hand turns."""
   careful_lift: float = 0.03
+  """Lift height over which the object leaves the pile slowly [m]."""
   descent_turn: float = math.radians(20.0)
   """A move above a grasp ends once the tool is at its position and turned
   within this of the grasp's orientation: the descent goes on turning, no
@@ -418,7 +419,6 @@ class BinPickExpertCfg:
   """A lift ends, and the carry rises on to its level, once the held object
   and the hand are this far above the bin's rim and its pile; a descent
   still turning stays this far above them [m]."""
-  """Lift height over which the object leaves the pile slowly [m]."""
   settle_time: float = 1.5
   """Longest wait before planning for the undelivered objects within the
   arm's reach to be still (the evaluator's speed limits): an object that
