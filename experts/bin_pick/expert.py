@@ -520,6 +520,8 @@ class _Step:
   set_down: torch.Tensor
   """A lowering that stalled (the held object rests on something)."""
   slipped: torch.Tensor
+  pile_top: torch.Tensor | None = None
+  """``BinPickExpert._pile_top``, once a decision has asked for it."""
 
   def at(self, s: Stage) -> torch.Tensor:
     return self.stage == int(s)
@@ -1493,6 +1495,8 @@ class BinPickExpert:
     m = now.at(Stage.MOVE_ABOVE) & now.placed
     self.target_pos[m] = self.grasp_pos[m]
     self.turn_pending[m] = ~now.turned[m]
+    # Once turned, a descent is not held up again (a contact may turn it).
+    self.turn_pending &= ~now.turned
     self._enter(m, Stage.DESCEND)
     m = now.at(Stage.DESCEND) & now.arrived
     self.gripper[m] = self.close_command[m]
@@ -1540,27 +1544,35 @@ class BinPickExpert:
     self._route(m, now.tool_pos, held_at, margin, self.carry_z, leaving=True)
     self._keep_off_base(m, now.tool_pos)
 
-  def _pile_top(self, envs: torch.Tensor) -> torch.Tensor:
+  def _pile_top(self, now: _Step) -> torch.Tensor:
     """The bin's rim or the top of its highest object other than the target
     (any object whose centre lies within ``route_margin`` of the bin's
-    walls), whichever is higher, env frame [B] [m] (computed for ``envs``
-    [B], a mask, only)."""
+    walls), whichever is higher, env frame [B] [m]; read once per step
+    (``now.pile_top``)."""
+    if now.pile_top is not None:
+      return now.pile_top
     top = torch.full_like(self.stage_time, self.geometry.rim_z)
     pos = self._object_pos()[..., :2]
     lo, hi = self._bin_lo - self.cfg.route_margin, self._bin_hi + self.cfg.route_margin
-    near = ((pos >= lo) & (pos <= hi)).all(-1) & envs[:, None]
+    near = ((pos >= lo) & (pos <= hi)).all(-1)
     for k, name in enumerate(self.names):
       other = near[:, k] & (self.target_obj != k)
       if bool(other.any()):
         high = object_bounds(self.env, name)[1][:, 2]
         top = torch.where(other, torch.maximum(top, high), top)
+    now.pile_top = top
     return top
+
+  def _fingers_lowest(self, now: _Step) -> torch.Tensor:
+    """The fingers' lowest point (pads and links, as the hand is posed and
+    opened now), env frame [B] [m]."""
+    fingers = self._finger_points(now.tool_pos, now.tool_quat, _width(now.opening))
+    return fingers[..., 2].flatten(1).amin(1)
 
   def _lowest(self, now: _Step, envs: torch.Tensor) -> torch.Tensor:
     """The lowest point of the hand (fingers as opened now) and, in a lift,
     of the held object, env frame [B] [m] (``envs`` [B], a mask)."""
-    fingers = self._finger_points(now.tool_pos, now.tool_quat, _width(now.opening))
-    low = fingers[..., 2].flatten(1).amin(1)
+    low = self._fingers_lowest(now)
     held = envs & now.at(Stage.LIFT)
     return torch.where(held, torch.minimum(low, self._held_bottom(now, held)), low)
 
@@ -1570,9 +1582,7 @@ class BinPickExpert:
     lifting = now.at(Stage.LIFT) & ~now.timed_out & ~now.slipped
     if not bool(lifting.any()):
       return lifting
-    clear = (
-      self._lowest(now, lifting) >= self._pile_top(lifting) + self.cfg.blend_clearance
-    )
+    clear = self._lowest(now, lifting) >= self._pile_top(now) + self.cfg.blend_clearance
     return lifting & clear
 
   def _descent_floor(self, now: _Step) -> torch.Tensor:
@@ -1580,12 +1590,10 @@ class BinPickExpert:
     at which the hand stays ``blend_clearance`` above the rim and the pile
     (``_pile_top``) until turned; -inf elsewhere."""
     floor = torch.full_like(self.stage_time, -math.inf)
-    # Once turned, a descent is not held up again (a contact may turn it).
-    self.turn_pending &= (self.stage == int(Stage.DESCEND)) & ~now.turned
-    turning = self.turn_pending.clone()
+    turning = self.turn_pending & (self.stage == int(Stage.DESCEND))
     if bool(turning.any()):
-      above = now.tool_pos[:, 2] - self._lowest(now, turning)
-      top = self._pile_top(turning) + self.cfg.blend_clearance + above
+      above = now.tool_pos[:, 2] - self._fingers_lowest(now)
+      top = self._pile_top(now) + self.cfg.blend_clearance + above
       floor = torch.where(turning, top, floor)
     return floor
 
@@ -1630,8 +1638,7 @@ class BinPickExpert:
     lowering = now.at(Stage.LOWER)
     if not bool(lowering.any()):
       return lowering
-    fingers = self._finger_points(now.tool_pos, now.tool_quat, _width(now.opening))
-    finger_above = fingers[..., 2].flatten(1).amin(1) - self.cfg.finger_clearance
+    finger_above = self._fingers_lowest(now) - self.cfg.finger_clearance
     held_above = self._held_bottom(now, lowering) - self.cfg.release_gap
     above = torch.minimum(held_above, finger_above)
     self.target_pos[:, 2] = torch.where(
