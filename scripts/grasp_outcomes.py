@@ -112,22 +112,15 @@ def tiers(attempts: list[Attempt]) -> np.ndarray:
   """Each attempt's grasp class [N], an index of ``TIER_NAMES``: the
   planner's hold tier (``replica.hold_tier``), its middle tier split into
   the well-held grasps (``replica.well_held``) and the poor narrow ones."""
-  from experts.bin_pick.grasps import GraspCandidates
   from experts.bin_pick.replica import ReplicaCfg, hold_tier, well_held
 
-  n = len(attempts)
-  zeros = np.zeros(n)
-  candidates = GraspCandidates(
-    np.zeros((n, 3)), np.zeros((n, 3, 3)),
-    np.array([a.width for a in attempts]), zeros.astype(int), zeros,
-    zeros.astype(int), zeros.astype(int),
-    np.array([a.patch for a in attempts]), np.array([a.com for a in attempts]),
-  )  # fmt: skip
+  width = np.array([a.width for a in attempts])
+  patch = np.array([a.patch for a in attempts])
+  com = np.array([a.com for a in attempts])
   cfg = ReplicaCfg()
-  tier = hold_tier(candidates, cfg)
-  return np.select(
-    [tier == 0, (tier == 1) & well_held(candidates, cfg), tier == 1], [0, 1, 2], 3
-  )
+  tier = hold_tier(width, patch, com, cfg)
+  held = well_held(width, patch, com, cfg)
+  return np.select([tier == 0, (tier == 1) & held, tier == 1], [0, 1, 2], 3)
 
 
 def count(attempts: list[Attempt]) -> dict[str, dict[str, Counter]]:

@@ -344,6 +344,8 @@ class LoneObjectPlanner:
 
   def check(self, position: np.ndarray, quat: np.ndarray) -> dict:
     """Ask the expert's planner for a grasp of the object posed so."""
+    from experts.bin_pick.replica import well_held
+
     self._pose(position, quat)
     r = self.replica
     arm_q = r.data.qpos[r.kin.qpos_adr].copy()
@@ -381,9 +383,7 @@ class LoneObjectPlanner:
         "level": plan.level,
         "patch": round(plan.patch, 2),
         "com_mm": round(plan.com_distance * 1000, 1),
-        "well_held": bool(plan.patch >= r.cfg.min_patch)
-        and plan.width <= r.cfg.max_held_width
-        and plan.com_distance <= r.cfg.max_com_distance,
+        "well_held": bool(well_held(plan.width, plan.patch, plan.com_distance, r.cfg)),
       }
     else:
       out["why"] = self.why_none(result)

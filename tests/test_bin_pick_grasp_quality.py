@@ -151,19 +151,13 @@ def test_hold_tiers_order_sure_then_held_or_near_then_the_rest(rng):
   candidate: sure (patch >= 0.2, width <= 60 mm, centre of mass within
   15 mm), then well held (70 mm, 25 mm) or within the sure bounds, then the
   rest."""
-  from experts.bin_pick.grasps import GraspCandidates
   from experts.bin_pick.replica import ReplicaCfg, hold_tier
 
   n = 400
   patch = rng.uniform(0.0, 1.0, n)
   width = rng.uniform(0.02, 0.09, n)
   com = rng.uniform(0.0, 0.04, n)
-  zeros = np.zeros(n)
-  candidates = GraspCandidates(
-    np.zeros((n, 3)), np.zeros((n, 3, 3)), width, zeros.astype(int), zeros,
-    zeros.astype(int), zeros.astype(int), patch, com,
-  )  # fmt: skip
-  tiers = hold_tier(candidates, ReplicaCfg())
+  tiers = hold_tier(width, patch, com, ReplicaCfg())
   for i in range(n):
     held = patch[i] >= 0.2 and width[i] <= 0.07 and com[i] <= 0.025
     near = width[i] <= 0.06 and com[i] <= 0.015

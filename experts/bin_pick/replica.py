@@ -609,9 +609,10 @@ class GraspReplica:
     # Candidates whose posed hand boxes clear the bin first (by their surface
     # points: cheap, for all candidates at once), so tilted grasps come early
     # for objects by a wall. The replica's collision check decides.
-    keep = (hold_tier(candidates, self.cfg) == tier) & (
-      candidates.width <= self.cfg.max_width
+    tiers = hold_tier(
+      candidates.width, candidates.patch, candidates.com_distance, self.cfg
     )
+    keep = (tiers == tier) & (candidates.width <= self.cfg.max_width)
     if not self.cfg.edge_strips:
       keep &= np.abs(candidates.strip) < 2
     for rank in self._clear_first(candidates, np.flatnonzero(keep)):
@@ -671,21 +672,24 @@ class GraspReplica:
     return None
 
 
-def well_held(candidates: GraspCandidates, cfg: ReplicaCfg) -> np.ndarray:
-  """Candidates that hold in most lifts [N] (``ReplicaCfg.min_patch``)."""
+def well_held(width, patch, com_distance, cfg: ReplicaCfg) -> np.ndarray:
+  """Grasps that hold in most lifts (``ReplicaCfg.min_patch``), by their
+  closing width [m], pad contact patch and centre-of-mass distance [m]
+  (arrays or numbers, as ``GraspCandidates`` and ``GraspPlan`` hold them)."""
   return (
-    (candidates.patch >= cfg.min_patch)
-    & (candidates.width <= cfg.max_held_width)
-    & (candidates.com_distance <= cfg.max_com_distance)
+    (np.asarray(patch) >= cfg.min_patch)
+    & (np.asarray(width) <= cfg.max_held_width)
+    & (np.asarray(com_distance) <= cfg.max_com_distance)
   )
 
 
-def hold_tier(candidates: GraspCandidates, cfg: ReplicaCfg) -> np.ndarray:
-  """Each candidate's planning tier [N]: 0 sure (well held, narrow, near the
-  centre of mass), 1 well held or narrow and near it, 2 the rest."""
-  held = well_held(candidates, cfg)
-  near = (candidates.width <= cfg.sure_width) & (
-    candidates.com_distance <= cfg.sure_com_distance
+def hold_tier(width, patch, com_distance, cfg: ReplicaCfg) -> np.ndarray:
+  """Each grasp's planning tier (arguments as ``well_held``): 0 sure (well
+  held, narrow, near the centre of mass), 1 well held or narrow and near
+  it, 2 the rest."""
+  held = well_held(width, patch, com_distance, cfg)
+  near = (np.asarray(width) <= cfg.sure_width) & (
+    np.asarray(com_distance) <= cfg.sure_com_distance
   )
   return np.where(held & near, 0, np.where(held | near, 1, 2))
 
