@@ -320,15 +320,13 @@ def test_a_crowded_drop_zone_keeps_every_earlier_delivery(rng):
 
 
 def test_a_capsule_held_standing_keeps_its_length_clear_all_around(rng):
-  """``_fall_radius`` on random capsule poses, against the rule written out
+  """``fall_radius`` on random capsule poses, against the rule written out
   per environment: the capsule's full length (2 (radius + half length), from
   a model built here) where its axis is within 45 degrees of vertical,
   else 0; and 0 for a box, a body of two capsules and a cylinder."""
-  from types import SimpleNamespace
-
   import mujoco
 
-  from experts.bin_pick.expert import BinPickExpert, BinPickExpertCfg, _capsules
+  from experts.bin_pick.expert import BinPickExpertCfg, _capsules, fall_radius
 
   spec = mujoco.MjSpec()
   radius, half = rng.uniform(0.01, 0.03), rng.uniform(0.02, 0.05)
@@ -354,14 +352,7 @@ def test_a_capsule_held_standing_keeps_its_length_clear_all_around(rng):
   for body in (0, 3):  # The capsule, and the cylinder posed alike.
     xmat[:, groups[body][0], :, 2] = torch.tensor(axes, dtype=torch.float32)
   targets = torch.tensor(rng.integers(0, 4, n))
-  expert = BinPickExpert.__new__(BinPickExpert)
-  expert.cfg = BinPickExpertCfg()
-  expert._capsule_geom, expert._capsule_length = geom, length
-  expert.target_obj = targets
-  expert.env = SimpleNamespace(
-    sim=SimpleNamespace(data=SimpleNamespace(geom_xmat=xmat))
-  )
-  got = expert._fall_radius(torch.arange(n))
+  got = fall_radius(xmat, geom, length, targets, BinPickExpertCfg().standing_tilt)
   for i in range(n):
     tilt = math.degrees(math.acos(min(1.0, abs(axes[i, 2]))))
     standing = int(targets[i]) == 0 and tilt < 45.0

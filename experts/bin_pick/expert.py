@@ -195,6 +195,28 @@ def _capsules(model, object_geoms, device) -> tuple[torch.Tensor, torch.Tensor]:
   )
 
 
+def fall_radius(
+  geom_xmat: torch.Tensor,
+  capsule_geom: torch.Tensor,
+  capsule_length: torch.Tensor,
+  obj: torch.Tensor,
+  standing_tilt: float,
+) -> torch.Tensor:
+  """Radius [n] about a held object's centre that it sweeps falling over
+  once let go: a capsule held standing (its axis within ``standing_tilt``
+  of vertical) cannot stand on its round end and falls its full length
+  (traced on pour and object seed 49 in a trial of four hold tiers: a
+  capsule set down standing fell and threw a delivered cylinder 2 m). 0
+  for any other object. ``geom_xmat``: each environment's geom frames [n,
+  G, 3, 3]; ``capsule_geom`` and ``capsule_length`` as ``_capsules``
+  gives them; ``obj``: the held object of each environment [n]."""
+  geom = capsule_geom[obj]
+  rows = torch.arange(len(obj), device=obj.device)
+  axis_z = geom_xmat[rows, geom.clamp_min(0), 2, 2]
+  standing = (geom >= 0) & (axis_z.abs() > math.cos(standing_tilt))
+  return torch.where(standing, capsule_length[obj], 0.0)
+
+
 def _body_roll_axis(replica, k: int) -> tuple[np.ndarray, np.ndarray] | None:
   """Object k's roll axis (``rearrange.roll_axis``) on the posed replica, in
   the world and in the object's body frame; None when it does not roll."""
@@ -297,7 +319,7 @@ class BinPickExpertCfg:
   """A held capsule whose axis is within this of vertical is set down
   standing and falls over: its drop position keeps ``drop_gap`` from the
   other objects' footprints all around, its full length out
-  (``_fall_radius``) [rad]."""
+  (``fall_radius``) [rad]."""
   release_margin: float = 0.008
   """Opening at release: the planned grasp width plus this on each side, so
   the opening fingers stay within the footprint that the gap kept clear [m]."""
@@ -1251,17 +1273,14 @@ class BinPickExpert:
     return held, every, counted
 
   def _fall_radius(self, ids: torch.Tensor) -> torch.Tensor:
-    """Radius [n] about the held object's centre that it sweeps falling over
-    once let go: a capsule held standing (its axis within
-    ``standing_tilt`` of vertical) cannot stand on its round end and
-    falls its full length (traced on pour and object seed 49 in a trial of
-    four hold tiers: a capsule set down standing fell and threw a delivered
-    cylinder 2 m). 0 for any other object."""
-    obj = self.target_obj[ids]
-    geom = self._capsule_geom[obj]
-    axis_z = self.env.sim.data.geom_xmat[ids, geom.clamp_min(0), 2, 2]
-    standing = (geom >= 0) & (axis_z.abs() > math.cos(self.cfg.standing_tilt))
-    return torch.where(standing, self._capsule_length[obj], 0.0)
+    """``fall_radius`` of the objects held in environments ``ids`` [n]."""
+    return fall_radius(
+      self.env.sim.data.geom_xmat[ids],
+      self._capsule_geom,
+      self._capsule_length,
+      self.target_obj[ids],
+      self.cfg.standing_tilt,
+    )
 
   def _finger_supports(
     self, ids: torch.Tensor, now: _Step, centre: torch.Tensor, dirs: torch.Tensor
