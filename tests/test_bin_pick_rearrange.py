@@ -375,39 +375,6 @@ def test_capsule_by_a_wall_is_rolled_off_it(scene):
     assert pads[:, 2].min() >= top_z - 1e-4
 
 
-@pytest.mark.parametrize("blocked", [False, True])
-def test_a_roll_stops_short_of_an_object_in_front(scene, rng, blocked):
-  """A roll is bounded by the objects in front as by the walls: the pads
-  roll an object, they cannot shove a neighbour with it (traced live: a
-  capsule rolled into a hull in front of it rolled back to its wall, twice).
-  A capsule against a long wall with a box in front of it, a random gap
-  apart: the hand travels twice the gap less the 5 mm margin (the gap
-  computed here from both extents), and with a gap under 15 mm (a 10 mm
-  roll and the margin) there is no roll."""
-  scene.reset()
-  r = scene.replica
-  k = scene.capsule
-  scene.place(k, ALONG_Y, scene.centre, snap=((0, 1),))
-  lo, hi = scene.extent(k)
-  gap = rng.uniform(0.0, 0.012) if blocked else rng.uniform(0.017, 0.028)
-  scene.place(scene.box, UPRIGHT, scene.centre)
-  box_lo, box_hi = scene.extent(scene.box)
-  half = 0.5 * (box_hi[0] - box_lo[0])
-  scene.place(scene.box, UPRIGHT, (lo[0] - gap - half, 0.5 * (lo[1] + hi[1])))
-  _, box_hi = scene.extent(scene.box)
-  assert lo[0] - box_hi[0] == pytest.approx(gap, abs=1e-6)
-  assert lo[0] - scene.inner_lo[0] > gap + 0.02  # The wall is farther.
-  plan, rejections = plan_push(r, k, "wall", scene.transit, scene.arm_q)
-  if blocked:
-    assert plan is None or plan.kind != "roll"
-    assert rejections["no_room"] >= 1
-    return
-  assert plan is not None and plan.kind == "roll", rejections
-  np.testing.assert_allclose(plan.direction_w, [-1.0, 0.0, 0.0], atol=1e-12)
-  length = float(np.linalg.norm(plan.end_w - plan.start_w))
-  assert length == pytest.approx(2 * min(CFG.roll_shift, gap - 0.005), abs=1e-6)
-
-
 def test_a_capsule_rolls_across_its_axis(scene):
   """A capsule lying diagonally by a long wall rolls across its own axis
   (it cannot roll along it), on the side away from the wall; one whose axis

@@ -36,8 +36,7 @@ detection only; the target does not move there), in this order, the first
 failure naming the rejection:
 
   no_room             room to the wall in front of the object below
-                      ``min_distance`` (a roll: to a wall or another
-                      object, below ``ROLL_MIN_SHIFT`` and the margin)
+                      ``min_distance``
   ik                  no converged IK at the transit point, the start or a
                       sampled point of the approach or the push
   wall_clearance      robot geometry closer than ``wall_clearance`` to a bin
@@ -375,16 +374,6 @@ def _room_to_objects(
   return max(float(o_s[band].min() - front), 0.0)
 
 
-def _other_points(replica, k: int) -> np.ndarray:
-  """Surface points of every object but ``k`` [N, 3]."""
-  others = [
-    _surface_points(replica.object_triangles(j))
-    for j in range(len(replica.object_geoms))
-    if j != k
-  ]
-  return np.concatenate(others) if others else np.zeros((0, 3))
-
-
 @dataclass
 class _Move:
   priority: tuple
@@ -404,7 +393,12 @@ def _candidate_moves(replica, k: int, reason: str, interior, points) -> list[_Mo
   for sx in toward:
     for sy in (1.0, -1.0):
       dirs.append(np.array([sx, sy]) / math.sqrt(2.0))
-  others = _other_points(replica, k)
+  others = [
+    _surface_points(replica.object_triangles(j))
+    for j in range(len(replica.object_geoms))
+    if j != k
+  ]
+  others = np.concatenate(others) if others else np.zeros((0, 3))
   height = float(points[:, 2].max() - points[:, 2].min())
   kinds = ["push"] + (["tip"] if height > TIP_MIN_HEIGHT else [])
   # The nearest wall's inward normal, for "wall" objects.
@@ -476,13 +470,8 @@ def plan_push(
   # behind it), topple a standing one, pressing on its top.
   rolls, topples = [], []
   if reason in ("wall", "standing", "across") and not topple_only:
-    # A roll is bounded by the objects in front too: pads pressing on the
-    # top roll an object, they cannot shove a neighbour with it.
-    others = _other_points(replica, k)
     rolls = [
-      _Move(
-        (), direction, "roll", min(room, _room_to_objects(points, direction, others))
-      )
+      _Move((), direction, "roll", room)
       for direction, room in _roll_directions(replica, k, points, interior)
     ]
   if reason in ("wall", "standing") and not rolls:
