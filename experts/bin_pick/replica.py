@@ -315,6 +315,16 @@ class GraspReplica:
       self.data.mocap_quat[:] = mocap_quat
     mujoco.mj_kinematics(self.model, self.data)
 
+  def set_aside(self, objects) -> None:
+    """Move ``objects`` (indices) far below the posed scene, out of every
+    check: objects the arm only nudges, which no plan should avoid."""
+    m = self.model
+    for k in objects:
+      body = m.geom_bodyid[self.object_geoms[k][0]]
+      adr = int(m.jnt_qposadr[m.body_jntadr[body]])
+      self.data.qpos[adr : adr + 3] = (0.0, 0.0, -10.0 - k)
+    mujoco.mj_kinematics(self.model, self.data)
+
   def _set_fingers(self, opening: float) -> None:
     q = np.clip(
       opening / 2 - RG2_MAX_OPENING / 4, -RG2_MAX_OPENING / 4, RG2_MAX_OPENING / 4
