@@ -801,8 +801,13 @@ class BinPickExpert:
   def _in_reach(self, pos: torch.Tensor, disc: bool = False) -> torch.Tensor:
     """Object centres [B, K, 3] (env frame) within the planning reach band
     around each environment's arm base (``disc``: or nearer the base) [B, K]."""
-    dist = torch.linalg.vector_norm(pos[..., :2] - self._base_xy.unsqueeze(1), dim=-1)
+    dist = self._base_distance(pos)
     return ((dist >= self.cfg.reach[0]) | disc) & (dist <= self.cfg.reach[1])
+
+  def _base_distance(self, pos: torch.Tensor) -> torch.Tensor:
+    """Horizontal distance [B, K] of object centres [B, K, 3] (env frame)
+    from each environment's arm base axis."""
+    return torch.linalg.vector_norm(pos[..., :2] - self._base_xy.unsqueeze(1), dim=-1)
 
   def _by_base(self) -> torch.Tensor:
     """Objects lying nearer the arm's base than the reach band [B, K]: the
@@ -812,9 +817,7 @@ class BinPickExpert:
     had slipped and rolled against the base, 81 mm from its axis, put the
     shoulder link 8 mm into it at every grasp of the last object in the
     bin (an L-block, 155 s left), and the environment gave up."""
-    pos = self._object_pos()[..., :2]
-    dist = torch.linalg.vector_norm(pos - self._base_xy.unsqueeze(1), dim=-1)
-    return dist < self.cfg.reach[0]
+    return self._base_distance(self._object_pos()) < self.cfg.reach[0]
 
   def _undelivered_in_reach(
     self, verdict: dict[str, torch.Tensor], disc: bool = False
